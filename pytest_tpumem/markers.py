@@ -1,0 +1,67 @@
+"""The markers: their help text and their parsers, side by side so they cannot drift apart.
+
+A marker's arguments are parsed by calling a function with the marker's signature; anything wrong
+becomes a MarkerError whose one line names the marker, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .leak import validate
+from .units import ACCEPTED, SizeError, parse_size
+
+MAX_HBM_HELP = (
+    'max_hbm(limit): fail the test when its peak device memory on any local device exceeds limit '
+    '("20GB", "1.5GiB", int bytes). Needs --tpumem.'
+)
+LEAK_CHECK_HELP = (
+    'leak_check(iterations=3, warmup=1, threshold="100MB"): run the test body warmup+iterations '
+    "times (fixtures set up once) and fail on per-iteration growth at or above threshold. Needs --tpumem."
+)
+
+
+class MarkerError(ValueError):
+    """Bad marker arguments; the message is the one line the test fails with."""
+
+
+@dataclass(frozen=True)
+class LeakOptions:
+    iterations: int = 3
+    warmup: int = 1
+    threshold: int | None = None  # None: the session default
+
+
+def _max_hbm(limit: Any) -> int:
+    return parse_size(limit, what="limit")
+
+
+def _leak_check(*, iterations: int = 3, warmup: int = 1, threshold: Any = None) -> LeakOptions:
+    validate(iterations, warmup)
+    return LeakOptions(iterations, warmup, None if threshold is None else parse_size(threshold, what="threshold"))
+
+
+def _call(name: str, parser: Any, mark: Any, accepted: str) -> Any:
+    try:
+        return parser(*mark.args, **mark.kwargs)
+    except TypeError as e:
+        what = str(e).replace(parser.__name__ + "()", name + "()")
+        raise MarkerError(f"@pytest.mark.{name}{_spell(mark)}: {what}; accepted: {accepted}") from None
+    except (SizeError, ValueError) as e:
+        raise MarkerError(f"@pytest.mark.{name}{_spell(mark)}: {e}") from None
+
+
+def _spell(mark: Any) -> str:
+    parts = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def parse_max_hbm(mark: Any) -> int:
+    """Budget in bytes from a ``max_hbm`` mark."""
+    return _call("max_hbm", _max_hbm, mark, "max_hbm(limit) with limit " + ACCEPTED)
+
+
+def parse_leak_check(mark: Any) -> LeakOptions:
+    """Options from a ``leak_check`` mark."""
+    return _call("leak_check", _leak_check, mark, 'leak_check(iterations=3, warmup=1, threshold="100MB")')

@@ -1,0 +1,240 @@
+"""pytest hooks: a thin adapter between pytest and the measurement core.
+
+Importing this module must stay cheap and must not import jax: pytest loads every installed
+plugin on every run. jax is imported only once --tpumem is on or the leak_check fixture is used.
+"""
+
+from __future__ import annotations
+
+import gc
+import traceback
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from . import markers, settings as settings_mod
+from .units import SizeError, format_size, parse_size
+
+SETTINGS = pytest.StashKey["settings_mod.Settings"]()
+_BUDGET = pytest.StashKey["tuple[int, str] | None"]()
+_LEAK = pytest.StashKey["markers.LeakOptions"]()
+_LEAK_REPORT = pytest.StashKey[Any]()
+
+
+class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """The failure a leak_check raises; ``.report`` is the LeakReport."""
+
+    def __init__(self, report: Any):
+        super().__init__(report.message(), pytrace=False)
+        self.report = report
+
+
+LeakFailure.__module__ = "builtins"  # as pytest does for Failed: "LeakFailure: ..." in the short summary
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tpumem", "device-memory leak checks and HBM budgets (pytest-tpumem)")
+    for name, flag, help_text, kind in settings_mod.OPTIONS:
+        if kind == "bool":
+            group.addoption(flag, dest=name, action="store_true", default=None, help=help_text)
+        else:
+            group.addoption(flag, dest=name, default=None, metavar="VALUE", help=help_text)
+        parser.addini(name, help_text, default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", markers.MAX_HBM_HELP)
+    config.addinivalue_line("markers", markers.LEAK_CHECK_HELP)
+    try:
+        resolved = settings_mod.resolve(config.getoption, config.getini)
+    except settings_mod.SettingError as e:
+        raise pytest.UsageError(f"pytest-tpumem: {e}") from None
+    config.stash[SETTINGS] = resolved
+    if resolved.enabled:
+        config.pluginmanager.register(TpuMem(config, resolved), "tpumem-session")
+
+
+def _fail(message: str) -> None:
+    pytest.fail(message, pytrace=False)
+
+
+def _record(item: pytest.Item, record: dict[str, Any]) -> None:
+    if item.config.stash[SETTINGS].enabled:
+        from .report import PROPERTY
+
+        item.user_properties.append((PROPERTY, record))
+
+
+@pytest.fixture
+def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``leak_check(fn, *args, iterations=3, warmup=1, threshold=None, clear_caches=True, **kwargs)``.
+
+    Runs ``fn`` repeatedly with ``jax.clear_caches()`` in between, returns the frozen LeakReport,
+    and fails the test when any device or the host grows by ``threshold`` or more per iteration.
+    Works with or without --tpumem.
+    """
+    default = request.config.stash[SETTINGS].leak_threshold
+
+    def run(
+        fn: Callable[..., Any],
+        *args: Any,
+        iterations: int = 3,
+        warmup: int = 1,
+        threshold: Any = None,
+        clear_caches: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        from .leak import check_leaks, validate
+        from .report import row
+
+        try:
+            validate(iterations, warmup)
+            limit = default if threshold is None else parse_size(threshold, what="threshold")
+        except (SizeError, ValueError) as e:
+            error = f"leak_check(...): {e}"
+        else:
+            error = None
+        if error is not None:
+            _fail(error)
+        report = check_leaks(
+            fn, *args, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, **kwargs
+        )
+        _record(request.node, row(leak=report, verdict=report.verdict))
+        if report.leaked:
+            raise LeakFailure(report)
+        return report
+
+    return run
+
+
+def _is_oom(error: BaseException) -> bool:
+    return isinstance(error, Exception) and "RESOURCE_EXHAUSTED" in str(error)
+
+
+class TpuMem:
+    """The active part, registered only under --tpumem / ini tpumem = true."""
+
+    def __init__(self, config: pytest.Config, resolved: settings_mod.Settings):
+        self.config = config
+        self.settings = resolved
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+
+    def pytest_report_header(self) -> list[str]:
+        from .sources import backend_summary
+
+        s = backend_summary()
+        stats = "memory_stats (bytes_in_use, peak, bytes_limit)" if s["memory_stats"] else "no memory_stats"
+        stand_in = "" if s["memory_stats"] else "; live arrays stand in for device memory"
+        host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
+        budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
+        limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
+        return [
+            f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
+            f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
+            f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",
+            f"tpumem: default budget {budget}, leak threshold {format_size(self.settings.leak_threshold)}/iteration",
+        ]
+
+    def _budget(self, item: pytest.Item) -> tuple[int, str] | None:
+        mark = item.get_closest_marker("max_hbm")
+        if mark is not None:
+            return markers.parse_max_hbm(mark), markers._spell(mark).join(("max_hbm", ""))
+        if self.settings.max_hbm is not None:
+            return self.settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm"
+        return None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        error = None
+        try:
+            budget = self._budget(item)
+            mark = item.get_closest_marker("leak_check")
+            if mark is not None:
+                item.stash[_LEAK] = markers.parse_leak_check(mark)
+        except markers.MarkerError as e:
+            error = str(e)
+        if error is not None:
+            _fail(error)  # outside the except block: one clean line, no chained traceback
+        tracker = None
+        if budget is not None or mark is not None:
+            from .peak import PeakTracker
+
+            body = getattr(item, "obj", None) if mark is None else None
+            tracker = PeakTracker(sample_interval=self.settings.sample_interval, body=body).start()
+        oom: BaseException | None = None
+        try:
+            return (yield)
+        except BaseException as e:
+            if not _is_oom(e):
+                raise
+            oom = e
+        finally:
+            self._judge(item, tracker, budget, oom)
+            del oom
+
+    def _judge(self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None) -> None:
+        """After the call: record the figures, fail on an out-of-memory or an exceeded budget."""
+        from .report import budget_message, detail, oom_message, row
+
+        report = tracker.stop() if tracker is not None else None
+        if report is not None:
+            item.add_report_section("call", "tpumem", detail(report, item.stash.get(_LEAK_REPORT, None)))
+        limit = budget[0] if budget else None
+        if oom is not None:
+            message = oom_message(oom, limit, report)
+            _free(oom)
+            _record(item, row(report, limit, verdict="oom"))
+            _fail(message)
+        if report is None:
+            return
+        over = budget is not None and report.over(budget[0])
+        _record(item, row(report, limit, verdict="over budget" if over else "ok"))
+        if over:
+            _fail(budget_message(report, *budget))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        opts = pyfuncitem.stash.get(_LEAK, None)
+        if opts is None:
+            return None
+        from .leak import check_leaks
+
+        fn = pyfuncitem.obj
+        kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        threshold = self.settings.leak_threshold if opts.threshold is None else opts.threshold
+        report = check_leaks(fn, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold, **kwargs)
+        pyfuncitem.stash[_LEAK_REPORT] = report
+        from .report import row
+
+        _record(pyfuncitem, row(leak=report, verdict=report.verdict))
+        if report.leaked:
+            raise LeakFailure(report)
+        return True
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from .report import PROPERTY
+
+        records = [v for k, v in report.user_properties if k == PROPERTY]
+        if records and report.when == "call":
+            self.rows.setdefault(report.nodeid, []).extend(records)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from .report import merge, summary_lines
+
+        if not self.rows or self.settings.top == 0:
+            return
+        quiet = self.config.get_verbosity() < 0
+        rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
+        terminalreporter.write_sep("=", "tpumem")
+        for line in summary_lines(rows, self.settings.top, quiet):
+            terminalreporter.write_line(line)
+
+
+def _free(error: BaseException) -> None:
+    """After an out-of-memory: drop the failed test's frames (and the arrays they hold) and jax's caches."""
+    traceback.clear_frames(error.__traceback__)
+    error.__traceback__ = None
+    gc.collect()
+    import jax
+
+    jax.clear_caches()
+    gc.collect()

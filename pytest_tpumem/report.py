@@ -1,0 +1,143 @@
+"""How results are told: failure messages, per-test rows (plain dicts, so xdist can carry them
+to the controller in ``user_properties``) and the terminal summary."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .leak import LeakReport
+from .peak import DevicePeak, PeakReport
+from .units import format_size
+
+PROPERTY = "tpumem"
+STAND_IN_NOTE = "live arrays stand in for device memory (CPU backend: XLA temporaries are not seen)"
+_RANK = {"oom": 0, "leak": 1, "over budget": 2, "ok": 3}
+
+
+def _peak_line(d: DevicePeak) -> str:
+    seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
+    return f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
+
+
+def budget_message(report: PeakReport, budget: int, spelled: str) -> str:
+    """Short failure text for a test over its budget."""
+    over = sorted(report.over(budget), key=lambda d: -d.peak)
+    worst = over[0]
+    lines = [
+        f"max_hbm: peak {format_size(worst.peak)} on {worst.device} is over the budget of "
+        f"{format_size(budget)} ({spelled}), judged by {worst.witness}"
+    ]
+    if worst.stand_in:
+        lines[0] += f"; {STAND_IN_NOTE}"
+    lines += ["  " + _peak_line(d) for d in over]
+    return "\n".join(lines)
+
+
+def oom_message(error: BaseException, budget: int | None, report: PeakReport | None) -> str:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    lines = [f"out of device memory in this test (budget {format_size(budget)}): {first[:300]}"]
+    if report is not None:
+        lines += ["  " + _peak_line(d) for d in report.devices.values()]
+    lines.append("  tpumem freed the test's frames and jax's caches so the tests after it can run")
+    return "\n".join(lines)
+
+
+def detail(report: PeakReport | None, leak: LeakReport | None) -> str:
+    """The long form, for the test's report section."""
+    lines = []
+    if report is not None:
+        lines += [_peak_line(d) for d in report.devices.values()]
+        if report.host_peak is not None:
+            lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
+        for p in report.programs:
+            lines.append(
+                f"compiled {p.name} on {','.join(p.devices)}: peak {format_size(p.peak)} "
+                f"(arguments {format_size(p.arguments)}, outputs {format_size(p.outputs)}, temps {format_size(p.temps)})"
+            )
+    if leak is not None:
+        lines += [s.describe() for s in leak.series]
+    return "\n".join(lines)
+
+
+def row(
+    peak: PeakReport | None = None,
+    budget: int | None = None,
+    leak: LeakReport | None = None,
+    verdict: str = "ok",
+) -> dict[str, Any]:
+    """One JSON-able record of what was measured for a test."""
+    out: dict[str, Any] = {"verdict": verdict, "budget": budget}
+    if peak is not None:
+        out["peaks"] = {d.device: d.peak for d in peak.devices.values()}
+        out["witness"] = {d.device: d.witness for d in peak.devices.values()}
+        out["stand_in"] = any(d.stand_in for d in peak.devices.values())
+        out["host_peak"] = peak.host_peak
+    if leak is not None:
+        worst = leak.worst
+        out["growth"] = worst.growth if worst else 0
+        out["growth_source"] = worst.name if worst else ""
+        out["threshold"] = leak.threshold
+    return out
+
+
+def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Several records of one test (a marker and a fixture call) as one, the worst verdict kept."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=_RANK.__getitem__)
+        if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
+            r = {k: v for k, v in r.items() if not k.startswith("growth")}
+        out.update({k: v for k, v in r.items() if v is not None})
+        out["verdict"] = verdict
+    return out
+
+
+def _sort_key(item: tuple[str, dict[str, Any]]) -> tuple:
+    _, r = item
+    peak = max(r.get("peaks", {0: 0}).values())
+    ratio = peak / r["budget"] if r.get("budget") else 0.0
+    growth_ratio = r.get("growth", 0) / r["threshold"] if r.get("threshold") else 0.0
+    return (_RANK.get(r["verdict"], 9), -max(ratio, growth_ratio), -peak)
+
+
+def _peaks_cell(r: dict[str, Any]) -> str:
+    peaks = r.get("peaks")
+    if not peaks:
+        return "-"
+    if len(peaks) <= 4:
+        return ", ".join(f"{dev} {format_size(n)}" for dev, n in peaks.items())
+    dev, n = max(peaks.items(), key=lambda kv: kv[1])
+    return f"max {format_size(n)} on {dev} of {len(peaks)}"
+
+
+def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool) -> list[str]:
+    """Aligned rows, worst first; under -q only the tests that did not pass their checks."""
+    items = sorted(rows.items(), key=_sort_key)
+    bad = [i for i in items if i[1]["verdict"] != "ok"]
+    shown = bad if quiet else items
+    shown = shown[:top]
+    table = [("verdict", "peak per device", "budget", "growth/iter", "source", "test")]
+    for nodeid, r in shown:
+        witnesses = sorted(set(r.get("witness", {}).values()))
+        source = "/".join(witnesses) if witnesses else ""
+        if r.get("growth_source"):
+            source = (source + "; " if source else "") + r["growth_source"]
+        table.append(
+            (
+                r["verdict"],
+                _peaks_cell(r),
+                format_size(r["budget"]) if r.get("budget") else "-",
+                format_size(r["growth"]) if "growth" in r else "-",
+                source,
+                nodeid,
+            )
+        )
+    widths = [max(len(t[i]) for t in table) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(t[:5], widths)) + "  " + t[5] for t in table] if shown else []
+    total = f"{len(items)} measured, {len(bad)} failed a memory check"
+    if len(shown) < (len(bad) if quiet else len(items)):
+        total += f" (showing {len(shown)}, see --tpumem-top)"
+    if any(r.get("stand_in") for r in rows.values()):
+        total += f"; {STAND_IN_NOTE}"
+    lines.append(total)
+    return lines
