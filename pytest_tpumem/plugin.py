@@ -122,8 +122,12 @@ class TpuMem:
         from .sources import backend_summary
 
         s = backend_summary()
-        stats = "memory_stats (bytes_in_use, peak, bytes_limit)" if s["memory_stats"] else "no memory_stats"
-        stand_in = "" if s["memory_stats"] else "; live arrays stand in for device memory"
+        known = s["known_stats"]
+        if not s["memory_stats"]:
+            stats = "no memory_stats"
+        else:
+            stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
+        stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
         host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
         budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
         limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""

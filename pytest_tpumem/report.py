@@ -69,7 +69,7 @@ def row(
     out: dict[str, Any] = {"verdict": verdict, "budget": budget}
     if peak is not None:
         out["peaks"] = {d.device: d.peak for d in peak.devices.values()}
-        out["witness"] = {d.device: d.witness for d in peak.devices.values()}
+        out["witness"] = peak.worst.witness if peak.worst else ""
         out["stand_in"] = any(d.stand_in for d in peak.devices.values())
         out["host_peak"] = peak.host_peak
     if leak is not None:
@@ -118,8 +118,7 @@ def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool) -> lis
     shown = shown[:top]
     table = [("verdict", "peak per device", "budget", "growth/iter", "source", "test")]
     for nodeid, r in shown:
-        witnesses = sorted(set(r.get("witness", {}).values()))
-        source = "/".join(witnesses) if witnesses else ""
+        source = r.get("witness", "")
         if r.get("growth_source"):
             source = (source + "; " if source else "") + r["growth_source"]
         table.append(

@@ -265,6 +265,7 @@ def backend_summary() -> dict[str, Any]:
         "devices": [device_label(d) for d in devices],
         "device_kind": devices[0].device_kind if devices else "?",
         "memory_stats": stats is not None,
+        "known_stats": [k for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit") if _stat(stats, k) is not None],
         "bytes_limit": limit,
         "host_peak_resettable": os.access("/proc/self/clear_refs", os.W_OK),
     }

@@ -1,0 +1,129 @@
+"""Switching the plugin on and off: flag, ini, no jax import when off, header, summary, xdist."""
+
+import subprocess
+import sys
+
+import pytest
+
+CHECK_JAX = """
+import sys
+
+def pytest_sessionfinish(session):
+    print("\\njax imported: %s" % ("jax" in sys.modules))
+"""
+
+
+def test_plugin_import_does_not_import_jax():
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import pytest, pytest_tpumem.plugin"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    modules = [line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if "|" in line]
+    assert "pytest_tpumem.plugin" in modules
+    assert not [m for m in modules if m == "jax" or m.startswith(("jax.", "jaxlib"))]
+
+
+@pytest.mark.parametrize("args, imported", [((), False), (("--tpumem",), True)])
+def test_jax_is_imported_only_when_switched_on(pytester, args, imported):
+    pytester.makeconftest(CHECK_JAX)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.max_hbm("1B")
+        @pytest.mark.leak_check(iterations=1)
+        def test_plain():
+            assert 1 + 1 == 2
+        """
+    )
+    result = pytester.runpytest_subprocess("-s", "--strict-markers", *args)
+    result.stdout.fnmatch_lines([f"jax imported: {imported}"])
+    # Off: the markers are inert (the 1-byte budget is not judged) but registered (--strict-markers).
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    "ini, args, active",
+    [
+        ("tpumem = true", (), True),
+        ("tpumem = false", (), False),
+        ("tpumem = false", ("--tpumem",), True),
+        ("", (), False),
+    ],
+)
+def test_flag_and_ini(pytester, ini, args, active):
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1MB")
+        def test_over():
+            x = jnp.ones((1_000_000,), jnp.float32)
+        """
+    )
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1) if active else result.assert_outcomes(passed=1)
+    assert ("tpumem: jax" in result.stdout.str()) is active
+
+
+SUITE = """
+import jax.numpy as jnp, pytest
+
+@pytest.mark.max_hbm("100MB")
+def test_small():
+    x = jnp.ones((1_000_000,), jnp.float32)
+
+@pytest.mark.max_hbm("100MB")
+def test_big():
+    x = jnp.ones((20_000_000,), jnp.float32)
+
+@pytest.mark.max_hbm("100MB")
+def test_medium():
+    x = jnp.ones((10_000_000,), jnp.float32)
+
+def test_unmeasured():
+    pass
+"""
+
+
+def test_summary_worst_first_top_and_quiet(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.stdout.fnmatch_lines(
+        [
+            "*= tpumem =*",
+            "verdict*peak per device*budget*growth/iter*source*test",
+            "ok *cpu:0 80.0MB, cpu:1 0B *100.0MB *- *body-end *test_suite.py::test_big",
+            "ok *cpu:0 40.0MB, cpu:1 0B *test_suite.py::test_medium",
+            "ok *cpu:0 4.0MB, cpu:1 0B *test_suite.py::test_small",
+            "3 measured, 0 failed a memory check; live arrays stand in for device memory*",
+        ]
+    )
+    assert "test_unmeasured" not in result.stdout.str().split("= tpumem =")[1]
+    top = pytester.runpytest_subprocess("--tpumem", "--tpumem-top=1")
+    top.stdout.fnmatch_lines(["*test_suite.py::test_big", "3 measured, 0 failed a memory check (showing 1, see --tpumem-top)*"])
+    assert "test_medium" not in top.stdout.str().split("= tpumem =")[1]
+    quiet = pytester.runpytest_subprocess("--tpumem", "-q")
+    quiet.stdout.fnmatch_lines(["*= tpumem =*", "3 measured, 0 failed a memory check*"])
+    assert "verdict" not in quiet.stdout.str()
+    hidden = pytester.runpytest_subprocess("--tpumem", "--tpumem-top=0")
+    assert "= tpumem =" not in hidden.stdout.str()
+
+
+def test_xdist_rows_reach_the_controller(pytester):
+    pytest.importorskip("xdist")
+    over = SUITE.replace('"100MB")\ndef test_big', '"50MB")\ndef test_big')
+    pytester.makepyfile(test_suite=over)
+    result = pytester.runpytest_subprocess("--tpumem", "-n", "2", "--tpumem-max-hbm=1GB")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= tpumem =*",
+            "over budget *cpu:0 80.0MB*50.0MB*test_suite.py::test_big",
+            "ok *cpu:0 40.0MB*100.0MB*test_suite.py::test_medium",
+            "4 measured, 1 failed a memory check*",
+        ]
+    )

@@ -1,0 +1,82 @@
+"""Bad marker arguments fail that one test with one line; bad options are usage errors."""
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    "marker, expected",
+    [
+        ('max_hbm("twenty")', "@pytest.mark.max_hbm('twenty'): limit: 'twenty' is not a size; expected an int of bytes*"),
+        ("max_hbm(-1)", "@pytest.mark.max_hbm(-1): limit: -1 must be more than 0 bytes*"),
+        ("max_hbm()", "@pytest.mark.max_hbm(): max_hbm() missing 1 required positional argument: 'limit'; accepted: max_hbm(limit)*"),
+        ('max_hbm("20 Gb")', "@pytest.mark.max_hbm('20 Gb'): limit: unknown unit 'Gb' in '20 Gb'; units are case-sensitive: B, KB, MB, GB*"),
+        ('max_hbm("1GB", "2GB")', "@pytest.mark.max_hbm('1GB', '2GB'): max_hbm() takes 1 positional argument but 2 were given*"),
+        ("leak_check(iterations=0)", "@pytest.mark.leak_check(iterations=0): iterations=0: expected an int >= 1"),
+        ("leak_check(3)", "@pytest.mark.leak_check(3): leak_check() takes 0 positional arguments but 1 was given*"),
+        ("leak_check(iteration=3)", "@pytest.mark.leak_check(iteration=3): leak_check() got an unexpected keyword argument 'iteration'; accepted: leak_check(iterations=3, warmup=1, threshold=\"100MB\")"),
+        ('leak_check(threshold="lots")', "@pytest.mark.leak_check(threshold='lots'): threshold: 'lots' is not a size*"),
+    ],
+)
+def test_bad_marker_fails_that_one_test(pytester, marker, expected):
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_bad():
+            pass
+
+        def test_good():
+            pass
+        """
+    )
+    result = pytester.runpytest("--tpumem")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*_ test_bad _*", expected])
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out and "During handling" not in out
+
+
+@pytest.mark.parametrize(
+    "args, ini, expected",
+    [
+        (["--tpumem-max-hbm=twenty"], "", "ERROR: pytest-tpumem: --tpumem-max-hbm: 'twenty' is not a size*"),
+        ([], "tpumem_leak_threshold = 20 Gb", "ERROR: pytest-tpumem: ini tpumem_leak_threshold: unknown unit 'Gb' in '20 Gb'*"),
+        ([], "tpumem = maybe", "ERROR: pytest-tpumem: ini tpumem: 'maybe' is not a boolean; use true or false"),
+        (["--tpumem-top=-1"], "", "ERROR: pytest-tpumem: --tpumem-top: '-1' is not a whole number >= 0"),
+        (["--tpumem-sample-ms=fast"], "", "ERROR: pytest-tpumem: --tpumem-sample-ms: 'fast' is not a number >= 0"),
+        ([], "tpumem_max_hbm = 0", "ERROR: pytest-tpumem: ini tpumem_max_hbm: '0' must be more than 0 bytes*"),
+    ],
+)
+def test_bad_option_is_a_usage_error(pytester, args, ini, expected):
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_bad_fixture_arguments_fail_that_one_test(pytester):
+    pytester.makepyfile(
+        """
+        def test_zero(leak_check):
+            leak_check(lambda: None, iterations=0)
+
+        def test_threshold(leak_check):
+            leak_check(lambda: None, threshold="20 Gb")
+
+        def test_fine(leak_check):
+            leak_check(lambda: None, iterations=1, warmup=0)
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_zero _*",
+            "leak_check(...): iterations=0: expected an int >= 1",
+            "*_ test_threshold _*",
+            "leak_check(...): threshold: unknown unit 'Gb' in '20 Gb'*",
+        ]
+    )

@@ -1,0 +1,128 @@
+"""max_hbm on the real CPU backend: both sides of a known size, absolute peaks, every device, OOM."""
+
+import pytest
+
+SIZES = """
+import jax, jax.numpy as jnp, pytest
+
+MB40 = 10_000_000  # float32 elements: 40 MB
+
+@pytest.fixture(scope="module")
+def held():
+    return jnp.ones((MB40,), jnp.float32)  # held before the test starts
+
+@pytest.mark.max_hbm("60MB")
+def test_local_under():
+    x = jnp.ones((MB40,), jnp.float32)
+    assert x.shape == (MB40,)
+
+@pytest.mark.max_hbm("30MB")
+def test_local_over():
+    x = jnp.ones((MB40,), jnp.float32)
+    assert x.shape == (MB40,)
+
+@pytest.mark.max_hbm("30MB")
+def test_second_device_over():
+    with jax.default_device(jax.local_devices()[1]):
+        x = jnp.ones((MB40,), jnp.float32)
+    assert x.devices() == {jax.local_devices()[1]}
+
+@pytest.mark.max_hbm("1.5GiB")
+def test_loop_under():
+    state = jnp.zeros((MB40,), jnp.float32)
+    step = jax.jit(lambda s: s * 0.9 + 1.0)
+    for _ in range(20):
+        state = step(state)
+    state.block_until_ready()
+
+@pytest.mark.max_hbm(45_000_000)
+def test_held_before_counts(held):
+    y = jnp.ones((2_500_000,), jnp.float32)  # 10 MB on top of the 40 MB held: 50 MB absolute
+    assert y.size
+"""
+
+
+def test_budgets_on_both_sides_of_a_known_size(pytester):
+    pytester.makepyfile(test_sizes=SIZES)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_local_over _*",
+            "max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (max_hbm('30MB')), judged by *; live arrays stand in*",
+            "*_ test_second_device_over _*",
+            "max_hbm: peak 40.0MB on cpu:1 is over the budget of 30.0MB*",
+            "*_ test_held_before_counts _*",
+            "max_hbm: peak 50.0MB on cpu:0 is over the budget of 45.0MB (max_hbm(45000000))*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*= tpumem =*", "over budget  cpu:0 50.0MB, cpu:1 0B*test_held_before_counts"])
+
+
+def test_default_budget_and_marker_wins(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        def test_default_applies():
+            x = jnp.ones((10_000_000,), jnp.float32)
+
+        @pytest.mark.max_hbm("100MB")
+        def test_marker_wins():
+            x = jnp.ones((10_000_000,), jnp.float32)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-max-hbm=30MB")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (--tpumem-max-hbm / ini tpumem_max_hbm)*"])
+    pytester.makeini("[pytest]\ntpumem = true\ntpumem_max_hbm = 30MB\n")
+    pytester.runpytest_subprocess().assert_outcomes(passed=1, failed=1)
+
+
+def test_out_of_memory_is_reported_and_the_next_tests_run(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        def test_asks_for_4tb():
+            big = jnp.ones((10**12,), jnp.float32)
+
+        def test_unmeasured_oom():
+            big = jnp.ones((10**12,), jnp.float32)
+
+        @pytest.mark.max_hbm("60MB")
+        def test_after():
+            x = jnp.ones((10_000_000,), jnp.float32)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_asks_for_4tb _*",
+            "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*",
+            "*_ test_unmeasured_oom _*",
+            "out of device memory in this test (budget n/a): RESOURCE_EXHAUSTED*",
+            "*= tpumem =*",
+            "oom *test_asks_for_4tb",
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_leak_marker_and_budget_together(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+        kept = []
+
+        @pytest.mark.max_hbm("1GB")
+        @pytest.mark.leak_check(iterations=2, threshold="1MB")
+        def test_both():
+            kept.append(jnp.ones((1_000_000,), jnp.float32))
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["leak_check: cpu:0 live arrays grew 4.0MB/iteration*", "*= tpumem =*", "leak *cpu:0 12.0MB*1.0GB*4.0MB*test_both"])

@@ -1,0 +1,124 @@
+"""What the CPU backend cannot show (memory_stats: runtime peak, bytes_limit, -1 for unknown),
+on a fake accelerator that wraps the real CPU devices. Real-GPU twins: test_gpu.py."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+CONFTEST = """
+import fakedevice
+
+def pytest_configure(config):
+    config._undo_fake = fakedevice.install(limit={limit}, unknown={unknown})
+
+def pytest_unconfigure(config):
+    config._undo_fake()
+"""
+
+
+@pytest.fixture
+def fake(pytester, monkeypatch):
+    """A pytester whose runs (in a fresh process each: absolute figures) see fake accelerators."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
+
+    def setup(limit=None, unknown=False):
+        pytester.makeconftest(CONFTEST.format(limit=limit, unknown=unknown))
+        return pytester
+
+    return setup
+
+
+def test_runtime_peak_catches_a_transient_the_other_witnesses_miss(fake):
+    pytester = fake(limit=16 * 10**9)
+    pytester.makepyfile(
+        """
+        import fakedevice, jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        def test_kernel_scratch_over():
+            x = jnp.ones((1_000_000,), jnp.float32)
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=2 * 10**9)  # 2 GB of scratch for a moment
+
+        @pytest.mark.max_hbm("3GB")
+        def test_kernel_scratch_under():
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=2 * 10**9)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["max_hbm: peak 2.0GB on cpu:0 is over the budget of 1.0GB (max_hbm('1GB')), judged by runtime-peak"]
+    )
+    assert "stand in" not in result.stdout.str().split("= tpumem =")[0].split("test_kernel_scratch_over")[1]
+
+
+def test_lifetime_peak_from_before_the_test_is_not_blamed_on_it(fake):
+    """jax cannot reset peak_bytes_in_use: a peak set by an earlier test must not fail a later one."""
+    pytester = fake(limit=16 * 10**9)
+    pytester.makepyfile(
+        """
+        import fakedevice, pytest
+
+        def test_earlier_big_program():
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=5 * 10**9)
+
+        @pytest.mark.max_hbm("1GB")
+        def test_small_after():
+            pass
+        """
+    )
+    pytester.runpytest_subprocess("--tpumem").assert_outcomes(passed=2)
+
+
+def test_header_shows_stats_and_limit(fake):
+    pytester = fake(limit=16 * 10**9)
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.stdout.fnmatch_lines(
+        [
+            "tpumem: jax *, backend cpu (fake accelerator), 2 local devices: cpu:0, cpu:1, bytes_limit 16.0GB",
+            "tpumem: sources: live arrays, memory_stats (bytes_in_use, peak_bytes_in_use, bytes_limit), compiled programs, *",
+        ]
+    )
+
+
+def test_leak_failure_says_when_the_device_runs_out(fake):
+    pytester = fake(limit=200_000_000)
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+        kept = []
+
+        @pytest.mark.leak_check(iterations=3, threshold="10MB")
+        def test_leaks_toward_the_limit():
+            kept.append(jnp.ones((5_000_000,), jnp.float32))  # 20 MB an iteration
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "leak_check: cpu:0 live arrays grew 20.0MB/iteration*",
+            "  cpu:0 live arrays: 20.0MB -> 40.0MB (+20.0MB) -> 60.0MB (+20.0MB) -> 80.0MB (+20.0MB); exhausted in ~6 more iterations (limit 200.0MB)",
+            "  cpu:0 bytes in use: 20.0MB -> * (+20.0MB); exhausted in ~6 more iterations (limit 200.0MB)",
+        ]
+    )
+
+
+def test_minus_one_means_unknown_and_live_arrays_stand_in(fake):
+    pytester = fake(unknown=True)
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("30MB")
+        def test_over():
+            x = jnp.ones((10_000_000,), jnp.float32)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 * judged by body-end; live arrays stand in*"])
+    result.stdout.fnmatch_lines(["tpumem: sources: live arrays, memory_stats (every field unknown (-1)), *; live arrays stand in*"])
+    assert "bytes in use" not in result.stdout.str() and "-1B" not in result.stdout.str()

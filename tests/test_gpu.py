@@ -1,0 +1,83 @@
+"""Real-accelerator twins of test_fake_device.py: run where jax's default backend is a GPU (or TPU).
+
+On the CPU backend these are skipped; docs/validation/ records the runs on a lent GPU.
+"""
+
+import jax
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    jax.default_backend() not in ("gpu", "tpu"), reason="needs a GPU or TPU backend (memory_stats)"
+)
+
+
+def test_runtime_peak_sees_program_temporaries(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        def big_temp(a, b):
+            return (a @ b).sum()  # the 8192x8192 float32 product (268 MB) is a temporary
+
+        @pytest.mark.max_hbm("200MB")
+        def test_temp_over():
+            a = jnp.ones((8192, 256), jnp.float32)
+            b = jnp.ones((256, 8192), jnp.float32)
+            jax.jit(big_temp)(a, b).block_until_ready()
+
+        @pytest.mark.max_hbm("2GB")
+        def test_temp_under():
+            a = jnp.ones((8192, 256), jnp.float32)
+            b = jnp.ones((256, 8192), jnp.float32)
+            jax.jit(big_temp)(a, b).block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["max_hbm: peak 2??.?MB on gpu:0 is over the budget of 200.0MB*judged by *"])
+    assert "stand in" not in result.stdout.str()
+
+
+def test_header_and_leak_exhaustion_use_the_real_bytes_limit(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+        kept = []
+
+        @pytest.mark.leak_check(iterations=3, threshold="100MB")
+        def test_leaks():
+            kept.append(jnp.ones((50_000_000,), jnp.float32))  # 200 MB an iteration
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "tpumem: *bytes_limit *GB",
+            "tpumem: sources: live arrays, memory_stats (bytes_in_use, peak_bytes_in_use, bytes_limit)*",
+            "leak_check: gpu:0 * grew 200.0MB/iteration*",
+            "*gpu:0 bytes in use: * exhausted in ~* more iterations (limit *GB)",
+        ]
+    )
+
+
+def test_out_of_memory_on_the_device_then_the_next_test_runs(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        def test_too_big():
+            limit = jax.devices()[0].memory_stats()["bytes_limit"]
+            x = jnp.ones((limit // 2,), jnp.float32)  # twice the limit
+            x.block_until_ready()
+
+        @pytest.mark.max_hbm("1GB")
+        def test_after():
+            x = jnp.ones((100_000_000,), jnp.float32)
+            x.block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"])

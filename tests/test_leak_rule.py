@@ -1,0 +1,115 @@
+"""The decision rule on series of readings, and check_leaks on real jax code without pytest."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from pytest_tpumem.leak import LeakError, LeakReport, Series, check_leaks
+
+MB = 10**6
+T = 100 * MB
+
+
+def report(*values, limit=None, iterations=None):
+    s = Series("gpu:0 bytes in use", "gpu:0", tuple(values), limit)
+    return LeakReport(iterations or len(values) - 1, 1, T, (s,))
+
+
+def test_steady_leak_at_threshold_is_caught_in_three_iterations():
+    assert report(0, T, 2 * T, 3 * T).leaked
+
+
+def test_steady_leak_just_below_threshold_is_not():
+    assert not report(0, T - 1, 2 * (T - 1), 3 * (T - 1)).leaked
+
+
+def test_one_off_allocation_is_not_a_leak():
+    assert not report(0, 5 * T, 5 * T, 5 * T).leaked  # a cache filled once, in iteration 1
+    assert not report(0, 0, 5 * T, 5 * T).leaked  # ... or in iteration 2
+
+
+def test_noise_is_not_a_leak():
+    assert not report(0, 3 * MB, 1 * MB, 4 * MB).leaked
+    assert not report(10 * T, 10 * T + 50 * MB, 10 * T - 30 * MB, 10 * T + 20 * MB).leaked
+
+
+def test_growing_leak_is_caught():
+    assert report(0, T, 3 * T, 6 * T).leaked  # a list of tokens that grows each iteration
+
+
+def test_two_iterations_need_both_to_grow():
+    assert not report(0, 3 * T, 3 * T).leaked
+    assert report(0, T, 2 * T).leaked
+
+
+def test_single_iteration_decides_on_its_delta():
+    assert report(0, T).leaked
+    assert not report(0, T - 1).leaked
+
+
+def test_lower_median_with_four_iterations():
+    assert not report(0, T, 2 * T, 2 * T, 2 * T).leaked  # grew in 2 of 4: the lower median is 0
+    assert report(0, T, 2 * T, 2 * T, 3 * T).leaked  # grew in 3 of 4
+
+
+def test_iterations_left_until_exhausted():
+    r = report(0, T, 2 * T, 3 * T, limit=10 * T)
+    (s,) = r.leaking
+    assert s.iterations_left() == 7
+    assert "exhausted in ~7 more iterations (limit 1.0GB)" in r.message()
+
+
+def test_message_names_device_growth_and_figures():
+    msg = report(0, T, 2 * T, 3 * T).message()
+    assert msg.splitlines()[0] == (
+        "leak_check: gpu:0 bytes in use grew 100.0MB/iteration over 3 iterations (threshold 100.0MB/iteration)"
+    )
+    assert "0B -> 100.0MB (+100.0MB) -> 200.0MB (+100.0MB) -> 300.0MB (+100.0MB)" in msg
+
+
+def test_report_is_frozen():
+    r = report(0, 0, 0, 0)
+    with pytest.raises(Exception):
+        r.threshold = 1
+
+
+def test_check_leaks_without_pytest_catches_a_planted_leak_and_passes_its_twin():
+    kept = []
+
+    def leaky():
+        kept.append(jnp.ones((1_000_000,), jnp.float32))  # 4 MB a call
+
+    def clean():
+        return jnp.ones((1_000_000,), jnp.float32).sum()
+
+    leak = check_leaks(leaky, threshold=2 * MB)
+    assert leak.leaked
+    assert leak.worst.name == f"{jax.devices()[0].platform}:{jax.devices()[0].id} live arrays"
+    assert leak.worst.growth == 4_000_000
+    assert not check_leaks(clean, threshold=2 * MB).leaked
+    with pytest.raises(LeakError) as e:
+        check_leaks(leaky, threshold=2 * MB, raise_on_leak=True)
+    assert e.value.report.leaked
+    kept.clear()
+
+
+def test_check_leaks_reads_every_device():
+    if len(jax.local_devices()) < 2:
+        pytest.skip("needs two devices (the root conftest asks the CPU backend for two)")
+    kept = []
+    dev1 = jax.local_devices()[1]
+
+    def leaky_on_second_device():
+        kept.append(jax.device_put(jnp.ones((1_000_000,), jnp.float32), dev1))
+
+    r = check_leaks(leaky_on_second_device, threshold=2 * MB)
+    devices = [s.device for s in r.leaking if s.device != "host"]  # on CPU the host grows too
+    assert devices == [f"{dev1.platform}:{dev1.id}"]
+    kept.clear()
+
+
+def test_check_leaks_rejects_bad_counts():
+    with pytest.raises(ValueError, match="iterations=0"):
+        check_leaks(lambda: None, iterations=0)
+    with pytest.raises(ValueError, match="warmup=-1"):
+        check_leaks(lambda: None, warmup=-1)
