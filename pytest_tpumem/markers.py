@@ -47,12 +47,13 @@ def _call(name: str, parser: Any, mark: Any, accepted: str) -> Any:
         return parser(*mark.args, **mark.kwargs)
     except TypeError as e:
         what = str(e).replace(parser.__name__ + "()", name + "()")
-        raise MarkerError(f"@pytest.mark.{name}{_spell(mark)}: {what}; accepted: {accepted}") from None
+        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {what}; accepted: {accepted}") from None
     except (SizeError, ValueError) as e:
-        raise MarkerError(f"@pytest.mark.{name}{_spell(mark)}: {e}") from None
+        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {e}") from None
 
 
-def _spell(mark: Any) -> str:
+def spell(mark: Any) -> str:
+    """The marker's arguments as the user wrote them: ``('20GB')``."""
     parts = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
     return "(" + ", ".join(parts) + ")"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,8 @@ class PeakReport:
 
 
 class _Sampler(threading.Thread):
-    """Reads bytes in use every ``interval`` seconds and keeps the maximum per device."""
+    """Reads bytes in use every ``interval`` seconds (or less often where a reading is slow) and
+    keeps the maximum per device."""
 
     def __init__(self, devices: list[Any], interval: float):
         super().__init__(name="tpumem-sampler", daemon=True)
@@ -73,8 +75,13 @@ class _Sampler(threading.Thread):
                 self.max[label] = n
 
     def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
+        wait = self.interval
+        while not self._stop_event.wait(wait):
+            began = time.perf_counter()
             self.sample()
+            # With many live arrays a reading takes milliseconds: keep the sampler's share of the
+            # GIL under about a quarter, whatever the interval.
+            wait = max(self.interval, 3 * (time.perf_counter() - began))
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -7,6 +7,7 @@ plugin on every run. jax is imported only once --tpumem is on or the leak_check 
 from __future__ import annotations
 
 import gc
+import inspect
 import traceback
 from typing import Any, Callable, Iterator
 
@@ -51,6 +52,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS] = resolved
     if resolved.enabled:
         config.pluginmanager.register(TpuMem(config, resolved), "tpumem-session")
+        return
+    unused = [flag for name, flag, _h, _k in settings_mod.OPTIONS[1:] if name in resolved.given and name != "tpumem_leak_threshold"]
+    if unused:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(
+                f"pytest-tpumem is off, so {', '.join(unused)} (or its ini twin) has no effect: "
+                "pass --tpumem or set tpumem = true"
+            ),
+            stacklevel=2,
+        )
 
 
 def _fail(message: str) -> None:
@@ -141,7 +152,7 @@ class TpuMem:
     def _budget(self, item: pytest.Item) -> tuple[int, str] | None:
         mark = item.get_closest_marker("max_hbm")
         if mark is not None:
-            return markers.parse_max_hbm(mark), markers._spell(mark).join(("max_hbm", ""))
+            return markers.parse_max_hbm(mark), "max_hbm" + markers.spell(mark)
         if self.settings.max_hbm is not None:
             return self.settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm"
         return None
@@ -165,24 +176,35 @@ class TpuMem:
             body = getattr(item, "obj", None) if mark is None else None
             tracker = PeakTracker(sample_interval=self.settings.sample_interval, body=body).start()
         oom: BaseException | None = None
+        failed = True
         try:
-            return (yield)
+            result = yield
+            failed = False
+            return result
         except BaseException as e:
             if not _is_oom(e):
                 raise
             oom = e
         finally:
-            self._judge(item, tracker, budget, oom)
+            self._judge(item, tracker, budget, oom, failed)
             del oom
 
-    def _judge(self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None) -> None:
-        """After the call: record the figures, fail on an out-of-memory or an exceeded budget."""
+    def _judge(
+        self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None, failed: bool
+    ) -> None:
+        """After the call: record the figures; fail on an out-of-memory, or on an exceeded budget
+        where the test has not already failed for another reason (its own error stays the one shown)."""
         from .report import budget_message, detail, oom_message, row
 
         report = tracker.stop() if tracker is not None else None
-        if report is not None:
-            item.add_report_section("call", "tpumem", detail(report, item.stash.get(_LEAK_REPORT, None)))
         limit = budget[0] if budget else None
+        over = report is not None and budget is not None and bool(report.over(budget[0]))
+        message = budget_message(report, *budget) if over else ""
+        if report is not None:
+            section = detail(report, item.stash.get(_LEAK_REPORT, None))
+            if over and failed:  # the test's own error is the one shown; the budget goes here
+                section = message + "\n" + section
+            item.add_report_section("call", "tpumem", section)
         if oom is not None:
             message = oom_message(oom, limit, report)
             _free(oom)
@@ -190,10 +212,9 @@ class TpuMem:
             _fail(message)
         if report is None:
             return
-        over = budget is not None and report.over(budget[0])
         _record(item, row(report, limit, verdict="over budget" if over else "ok"))
-        if over:
-            _fail(budget_message(report, *budget))
+        if over and not failed:
+            _fail(message)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
@@ -203,6 +224,11 @@ class TpuMem:
         from .leak import check_leaks
 
         fn = pyfuncitem.obj
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            _fail(
+                f"@pytest.mark.leak_check cannot re-run the async test {pyfuncitem.name}; "
+                "call the leak_check fixture on a synchronous function inside it instead"
+            )
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
         threshold = self.settings.leak_threshold if opts.threshold is None else opts.threshold
         report = check_leaks(fn, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold, **kwargs)

@@ -32,6 +32,7 @@ class Settings:
     leak_threshold: int = DEFAULT_LEAK_THRESHOLD
     top: int = DEFAULT_TOP
     sample_interval: float = DEFAULT_SAMPLE_MS / 1000
+    given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -86,4 +87,5 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         leak_threshold=values.get("tpumem_leak_threshold", DEFAULT_LEAK_THRESHOLD),
         top=values.get("tpumem_top", DEFAULT_TOP),
         sample_interval=values.get("tpumem_sample_ms", DEFAULT_SAMPLE_MS) / 1000,
+        given=frozenset(values),
     )

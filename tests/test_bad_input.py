@@ -80,3 +80,29 @@ def test_bad_fixture_arguments_fail_that_one_test(pytester):
             "leak_check(...): threshold: unknown unit 'Gb' in '20 Gb'*",
         ]
     )
+
+
+def test_options_that_need_the_plugin_warn_when_it_is_off(pytester):
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest("--tpumem-max-hbm=1GB", "--tpumem-top=3")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*PytestConfigWarning: pytest-tpumem is off, so --tpumem-max-hbm, --tpumem-top (or its ini twin) has no effect*"]
+    )
+    quiet = pytester.runpytest("--tpumem-leak-threshold=1MB")  # used by the fixture even when off
+    quiet.assert_outcomes(passed=1)
+
+
+def test_leak_marker_on_an_async_test_says_what_to_do(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.leak_check
+        async def test_async():
+            pass
+        """
+    )
+    result = pytester.runpytest("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["@pytest.mark.leak_check cannot re-run the async test test_async; call the leak_check fixture*"])

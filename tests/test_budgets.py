@@ -126,3 +126,28 @@ def test_leak_marker_and_budget_together(pytester):
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["leak_check: cpu:0 live arrays grew 4.0MB/iteration*", "*= tpumem =*", "leak *cpu:0 12.0MB*1.0GB*4.0MB*test_both"])
+
+
+def test_a_test_that_fails_on_its_own_keeps_its_error_and_gets_the_budget_in_its_section(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("10MB")
+        def test_wrong_and_big():
+            x = jnp.ones((10_000_000,), jnp.float32)
+            assert x.sum() == 0, "the test's own assertion"
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E * AssertionError: the test's own assertion",
+            "*Captured tpumem call*",
+            "max_hbm: peak *MB on cpu:0 is over the budget of 10.0MB*",
+            "*= tpumem =*",
+            "over budget *test_wrong_and_big",
+        ]
+    )
+    assert "During handling" not in result.stdout.str()
