@@ -119,12 +119,12 @@ def _block(result: Any) -> None:
 
 
 def _cleanup(clear_caches: bool) -> None:
+    gc.collect()  # frees the run's cycles; what clear_caches drops is freed by reference counting
     if clear_caches:
         import jax
 
-        gc.collect()
         jax.clear_caches()
-    sources.collect()
+    sources.trim_host()
 
 
 def _read(devices: list[Any]) -> dict[str, tuple[int, int | None]]:
@@ -164,16 +164,28 @@ def check_leaks(
     """
     validate(iterations, warmup)
     devices = sources.local_devices() if devices is None else devices
-    for _ in range(warmup):
-        _block(fn(*args, **kwargs))
-        _cleanup(clear_caches)
-    if warmup == 0:
-        _cleanup(clear_caches)
-    points = [_read(devices)]
-    for _ in range(iterations):
-        _block(fn(*args, **kwargs))
-        _cleanup(clear_caches)
-        points.append(_read(devices))
+    # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
+    # collection then scans only what the runs created, a fraction of a millisecond instead of
+    # ~50 ms for the ~100k objects jax keeps. Cycles among those older objects are not the runs'
+    # doing and are left alone until the check ends.
+    gc.collect()
+    frozen = not gc.get_freeze_count()
+    if frozen:
+        gc.freeze()
+    try:
+        for _ in range(warmup):
+            _block(fn(*args, **kwargs))
+            _cleanup(clear_caches)
+        if warmup == 0:
+            _cleanup(clear_caches)
+        points = [_read(devices)]
+        for _ in range(iterations):
+            _block(fn(*args, **kwargs))
+            _cleanup(clear_caches)
+            points.append(_read(devices))
+    finally:
+        if frozen:
+            gc.unfreeze()
     series = []
     for name, (_, limit) in points[0].items():
         if all(name in p for p in points):

@@ -6,10 +6,8 @@ becomes a MarkerError whose one line names the marker, the value and what is acc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from .leak import validate
 from .units import ACCEPTED, SizeError, parse_size
 
 MAX_HBM_HELP = (
@@ -26,8 +24,7 @@ class MarkerError(ValueError):
     """Bad marker arguments; the message is the one line the test fails with."""
 
 
-@dataclass(frozen=True)
-class LeakOptions:
+class LeakOptions(NamedTuple):
     iterations: int = 3
     warmup: int = 1
     threshold: int | None = None  # None: the session default
@@ -38,6 +35,8 @@ def _max_hbm(limit: Any) -> int:
 
 
 def _leak_check(*, iterations: int = 3, warmup: int = 1, threshold: Any = None) -> LeakOptions:
+    from .leak import validate
+
     validate(iterations, warmup)
     return LeakOptions(iterations, warmup, None if threshold is None else parse_size(threshold, what="threshold"))
 

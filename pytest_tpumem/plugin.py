@@ -6,20 +6,14 @@ plugin on every run. jax is imported only once --tpumem is on or the leak_check 
 
 from __future__ import annotations
 
-import gc
-import inspect
-import traceback
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
 from . import markers, settings as settings_mod
-from .units import SizeError, format_size, parse_size
+from .units import SizeError, parse_size
 
 SETTINGS = pytest.StashKey["settings_mod.Settings"]()
-_BUDGET = pytest.StashKey["tuple[int, str] | None"]()
-_LEAK = pytest.StashKey["markers.LeakOptions"]()
-_LEAK_REPORT = pytest.StashKey[Any]()
 
 
 class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
@@ -31,6 +25,7 @@ class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
 
 
 LeakFailure.__module__ = "builtins"  # as pytest does for Failed: "LeakFailure: ..." in the short summary
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tpumem", "device-memory leak checks and HBM budgets (pytest-tpumem)")
@@ -51,9 +46,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
     config.stash[SETTINGS] = resolved
     if resolved.enabled:
+        from .session import TpuMem  # the active part, and only then
+
         config.pluginmanager.register(TpuMem(config, resolved), "tpumem-session")
         return
-    unused = [flag for name, flag, _h, _k in settings_mod.OPTIONS[1:] if name in resolved.given and name != "tpumem_leak_threshold"]
+    # The fixture uses the leak threshold even when off; the other options need the plugin on.
+    unused = [flag for name, flag, *_ in settings_mod.OPTIONS[1:] if name in resolved.given and name != "tpumem_leak_threshold"]
     if unused:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
@@ -64,15 +62,17 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
+    """Fail the current test with one clean line and no traceback."""
     pytest.fail(message, pytrace=False)
 
 
-def _record(item: pytest.Item, record: dict[str, Any]) -> None:
+def record(item: pytest.Item, row: dict[str, Any]) -> None:
+    """Attach a summary row to the test's report (user_properties travel to the xdist controller)."""
     if item.config.stash[SETTINGS].enabled:
         from .report import PROPERTY
 
-        item.user_properties.append((PROPERTY, record))
+        item.user_properties.append((PROPERTY, row))
 
 
 @pytest.fixture
@@ -105,166 +105,13 @@ def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         else:
             error = None
         if error is not None:
-            _fail(error)
+            fail(error)
         report = check_leaks(
             fn, *args, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, **kwargs
         )
-        _record(request.node, row(leak=report, verdict=report.verdict))
+        record(request.node, row(leak=report, verdict=report.verdict))
         if report.leaked:
             raise LeakFailure(report)
         return report
 
     return run
-
-
-def _is_oom(error: BaseException) -> bool:
-    return isinstance(error, Exception) and "RESOURCE_EXHAUSTED" in str(error)
-
-
-class TpuMem:
-    """The active part, registered only under --tpumem / ini tpumem = true."""
-
-    def __init__(self, config: pytest.Config, resolved: settings_mod.Settings):
-        self.config = config
-        self.settings = resolved
-        self.rows: dict[str, list[dict[str, Any]]] = {}
-
-    def pytest_report_header(self) -> list[str]:
-        from .sources import backend_summary
-
-        s = backend_summary()
-        known = s["known_stats"]
-        if not s["memory_stats"]:
-            stats = "no memory_stats"
-        else:
-            stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
-        stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
-        host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
-        budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
-        limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
-        return [
-            f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
-            f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
-            f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",
-            f"tpumem: default budget {budget}, leak threshold {format_size(self.settings.leak_threshold)}/iteration",
-        ]
-
-    def _budget(self, item: pytest.Item) -> tuple[int, str] | None:
-        mark = item.get_closest_marker("max_hbm")
-        if mark is not None:
-            return markers.parse_max_hbm(mark), "max_hbm" + markers.spell(mark)
-        if self.settings.max_hbm is not None:
-            return self.settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm"
-        return None
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        error = None
-        try:
-            budget = self._budget(item)
-            mark = item.get_closest_marker("leak_check")
-            if mark is not None:
-                item.stash[_LEAK] = markers.parse_leak_check(mark)
-        except markers.MarkerError as e:
-            error = str(e)
-        if error is not None:
-            _fail(error)  # outside the except block: one clean line, no chained traceback
-        tracker = None
-        if budget is not None or mark is not None:
-            from .peak import PeakTracker
-
-            body = getattr(item, "obj", None) if mark is None else None
-            tracker = PeakTracker(sample_interval=self.settings.sample_interval, body=body).start()
-        oom: BaseException | None = None
-        failed = True
-        try:
-            result = yield
-            failed = False
-            return result
-        except BaseException as e:
-            if not _is_oom(e):
-                raise
-            oom = e
-        finally:
-            self._judge(item, tracker, budget, oom, failed)
-            del oom
-
-    def _judge(
-        self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None, failed: bool
-    ) -> None:
-        """After the call: record the figures; fail on an out-of-memory, or on an exceeded budget
-        where the test has not already failed for another reason (its own error stays the one shown)."""
-        from .report import budget_message, detail, oom_message, row
-
-        report = tracker.stop() if tracker is not None else None
-        limit = budget[0] if budget else None
-        over = report is not None and budget is not None and bool(report.over(budget[0]))
-        message = budget_message(report, *budget) if over else ""
-        if report is not None:
-            section = detail(report, item.stash.get(_LEAK_REPORT, None))
-            if over and failed:  # the test's own error is the one shown; the budget goes here
-                section = message + "\n" + section
-            item.add_report_section("call", "tpumem", section)
-        if oom is not None:
-            message = oom_message(oom, limit, report)
-            _free(oom)
-            _record(item, row(report, limit, verdict="oom"))
-            _fail(message)
-        if report is None:
-            return
-        _record(item, row(report, limit, verdict="over budget" if over else "ok"))
-        if over and not failed:
-            _fail(message)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
-        opts = pyfuncitem.stash.get(_LEAK, None)
-        if opts is None:
-            return None
-        from .leak import check_leaks
-
-        fn = pyfuncitem.obj
-        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-            _fail(
-                f"@pytest.mark.leak_check cannot re-run the async test {pyfuncitem.name}; "
-                "call the leak_check fixture on a synchronous function inside it instead"
-            )
-        kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        threshold = self.settings.leak_threshold if opts.threshold is None else opts.threshold
-        report = check_leaks(fn, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold, **kwargs)
-        pyfuncitem.stash[_LEAK_REPORT] = report
-        from .report import row
-
-        _record(pyfuncitem, row(leak=report, verdict=report.verdict))
-        if report.leaked:
-            raise LeakFailure(report)
-        return True
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from .report import PROPERTY
-
-        records = [v for k, v in report.user_properties if k == PROPERTY]
-        if records and report.when == "call":
-            self.rows.setdefault(report.nodeid, []).extend(records)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from .report import merge, summary_lines
-
-        if not self.rows or self.settings.top == 0:
-            return
-        quiet = self.config.get_verbosity() < 0
-        rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
-        terminalreporter.write_sep("=", "tpumem")
-        for line in summary_lines(rows, self.settings.top, quiet):
-            terminalreporter.write_line(line)
-
-
-def _free(error: BaseException) -> None:
-    """After an out-of-memory: drop the failed test's frames (and the arrays they hold) and jax's caches."""
-    traceback.clear_frames(error.__traceback__)
-    error.__traceback__ = None
-    gc.collect()
-    import jax
-
-    jax.clear_caches()
-    gc.collect()

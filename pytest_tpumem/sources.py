@@ -6,7 +6,6 @@ switch the plugin on.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 from dataclasses import dataclass
@@ -233,17 +232,12 @@ def host_peak() -> int | None:
     return _proc_status("VmHWM")
 
 
-def collect() -> None:
-    """Free what Python holds (memory_stats() does not run gc) and give freed heap back to the OS.
+def trim_host() -> None:
+    """Give freed heap back to the OS before RSS is read.
 
     Without malloc_trim, glibc keeps freed chunks of a large buffer in the heap and RSS moves by
     the buffer's size from one iteration to the next: noise as large as the allocation.
     """
-    gc.collect()
-    _malloc_trim()
-
-
-def _malloc_trim() -> None:
     try:
         import ctypes
 
