@@ -154,7 +154,6 @@ def check_leaks(
     threshold: int = 100 * 10**6,
     clear_caches: bool = True,
     raise_on_leak: bool = False,
-    devices: list[Any] | None = None,
     **kwargs: Any,
 ) -> LeakReport:
     """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
@@ -163,7 +162,7 @@ def check_leaks(
     ``jax.clear_caches()`` frees compiled executables, then every source is read.
     """
     validate(iterations, warmup)
-    devices = sources.local_devices() if devices is None else devices
+    devices = sources.local_devices()
     # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
     # collection then scans only what the runs created, a fraction of a millisecond instead of
     # ~50 ms for the ~100k objects jax keeps. Cycles among those older objects are not the runs'

@@ -6,6 +6,7 @@ plugin on every run. jax is imported only once --tpumem is on or the leak_check 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import pytest
@@ -106,9 +107,9 @@ def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             error = None
         if error is not None:
             fail(error)
-        report = check_leaks(
-            fn, *args, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, **kwargs
-        )
+        # fn's own keywords go through partial, so none can collide with check_leaks' options.
+        call = functools.partial(fn, *args, **kwargs)
+        report = check_leaks(call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches)
         record(request.node, row(leak=report, verdict=report.verdict))
         if report.leaked:
             raise LeakFailure(report)

@@ -3,6 +3,7 @@ budgeted and leak-checked tests, fails them, collects the rows and prints the su
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import traceback
@@ -31,6 +32,14 @@ class TpuMem:
         self.rows: dict[str, list[dict[str, Any]]] = {}
 
     def pytest_report_header(self) -> list[str]:
+        if self.config.pluginmanager.has_plugin("dsession"):
+            # pytest-xdist controller: the workers measure. Opening the backend here would take a
+            # TPU chip away from them, so the devices are not read in this process.
+            return [
+                "tpumem: devices are read in the pytest-xdist workers; "
+                f"default budget {format_size(self.settings.max_hbm) if self.settings.max_hbm else 'none'}, "
+                f"leak threshold {format_size(self.settings.leak_threshold)}/iteration"
+            ]
         from .sources import backend_summary
 
         s = backend_summary()
@@ -132,7 +141,8 @@ class TpuMem:
             )
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
         threshold = self.settings.leak_threshold if opts.threshold is None else opts.threshold
-        report = check_leaks(fn, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold, **kwargs)
+        body = functools.partial(fn, **kwargs)  # fixtures named like check_leaks' options stay the test's
+        report = check_leaks(body, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold)
         pyfuncitem.stash[_LEAK_REPORT] = report
         from .report import row
 

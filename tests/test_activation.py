@@ -117,10 +117,21 @@ def test_xdist_rows_reach_the_controller(pytester):
     pytest.importorskip("xdist")
     over = SUITE.replace('"100MB")\ndef test_big', '"50MB")\ndef test_big')
     pytester.makepyfile(test_suite=over)
-    result = pytester.runpytest_subprocess("--tpumem", "-n", "2", "--tpumem-max-hbm=1GB")
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            if not hasattr(session.config, "workerinput"):
+                print("\\ncontroller imported jax: %s" % ("jax" in sys.modules))
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-n", "2", "--tpumem-max-hbm=1GB", "-s")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
+            "tpumem: devices are read in the pytest-xdist workers; default budget 1.0GB, leak threshold 100.0MB/iteration",
+            "controller imported jax: False",
             "*= tpumem =*",
             "over budget *cpu:0 80.0MB*50.0MB*test_suite.py::test_big",
             "ok *cpu:0 40.0MB*100.0MB*test_suite.py::test_medium",

@@ -95,3 +95,30 @@ def test_cli_threshold_is_used_by_the_marker(pytester):
     result = pytester.runpytest("--tpumem", "--tpumem-leak-threshold=1MB")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["leak_check: cpu:0 live arrays grew 2.0MB/iteration*(threshold 1.0MB/iteration)"])
+
+
+def test_fixtures_and_arguments_named_like_options_reach_the_test(pytester):
+    pytester.makepyfile(
+        """
+        import jax, pytest
+
+        @pytest.fixture
+        def devices():
+            return jax.local_devices()
+
+        @pytest.fixture
+        def clear_caches():
+            return "the test's own"
+
+        @pytest.mark.leak_check(iterations=2)
+        def test_marker(devices, clear_caches):
+            assert clear_caches == "the test's own" and len(devices) == 2
+
+        def test_fixture(leak_check):
+            def fn(raise_on_leak, devices):
+                assert raise_on_leak == "mine" and devices == 3
+
+            leak_check(fn, "mine", devices=3, iterations=1)
+        """
+    )
+    pytester.runpytest("--tpumem").assert_outcomes(passed=2)
