@@ -2,11 +2,12 @@
 
 Decision rule (also in the README): after ``warmup`` runs, a baseline is read; then each of the
 ``iterations`` runs gives one delta per series (live arrays and runtime bytes-in-use per device,
-and host RSS). A series leaks when its *lower median* delta is at or above the threshold, that
-is, when at least half of the iterations (rounded up; every one of 2, 2 of 3, 2 of 4) grew by the
-threshold or more. A steady leak grows every iteration and is caught; a one-off allocation (a
-cache filled once) grows in one iteration only and is not; noise stays under the threshold.
-With ``iterations=1`` the single delta decides.
+and host RSS). The growth per iteration is the smaller of the *lower median* delta and the *mean*
+delta (net growth / iterations); a series leaks when it is at or above the threshold. So at least
+half of the iterations (rounded up: both of 2, 2 of 3, 3 of 4) must each have grown by the
+threshold, and the memory must not have come back down. A steady leak grows every iteration and
+is caught; a one-off allocation (a cache filled once) grows in one iteration only and is not;
+memory that goes up and down, and noise, are not. With ``iterations=1`` the single delta decides.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import sources
-from .units import format_delta, format_size
+from .units import format_delta, format_size, parse_size
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,12 @@ class Series:
 
     @property
     def growth(self) -> int:
-        """Growth per iteration as judged: the lower median of the deltas."""
+        """Growth per iteration as judged: the lower median of the deltas, but no more than the
+        mean (net growth over the iterations), so memory that goes up and down is not growth."""
         d = sorted(self.deltas)
-        return d[(len(d) - 1) // 2] if d else 0
+        if not d:
+            return 0
+        return min(d[(len(d) - 1) // 2], (self.values[-1] - self.values[0]) // len(d))
 
     def iterations_left(self) -> int | None:
         """How many more iterations at this growth until ``limit`` is reached, where it is known."""
@@ -107,15 +111,19 @@ class LeakError(AssertionError):
         self.report = report
 
 
-def _block(result: Any) -> None:
-    if result is None:
-        return
+def _settle(result: Any) -> None:
+    """Wait for the run's work: its result, every live array still being computed, and effects.
+
+    A test body returns None, so waiting for the result alone would read memory while programs
+    are still running (and their buffers still held)."""
     import jax
 
-    try:
-        jax.block_until_ready(result)
-    except Exception:
-        pass  # results that are not pytrees of arrays need no waiting
+    for pending in (result, jax.live_arrays()):
+        try:
+            jax.block_until_ready(pending)
+        except Exception:
+            pass  # results that are not pytrees of arrays, arrays deleted meanwhile
+    jax.effects_barrier()
 
 
 def _cleanup(clear_caches: bool) -> None:
@@ -151,7 +159,7 @@ def check_leaks(
     *args: Any,
     iterations: int = 3,
     warmup: int = 1,
-    threshold: int = 100 * 10**6,
+    threshold: int | str = "100MB",
     clear_caches: bool = True,
     raise_on_leak: bool = False,
     **kwargs: Any,
@@ -162,6 +170,7 @@ def check_leaks(
     ``jax.clear_caches()`` frees compiled executables, then every source is read.
     """
     validate(iterations, warmup)
+    threshold = parse_size(threshold, what="threshold")
     devices = sources.local_devices()
     # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
     # collection then scans only what the runs created, a fraction of a millisecond instead of
@@ -173,13 +182,13 @@ def check_leaks(
         gc.freeze()
     try:
         for _ in range(warmup):
-            _block(fn(*args, **kwargs))
+            _settle(fn(*args, **kwargs))
             _cleanup(clear_caches)
         if warmup == 0:
             _cleanup(clear_caches)
         points = [_read(devices)]
         for _ in range(iterations):
-            _block(fn(*args, **kwargs))
+            _settle(fn(*args, **kwargs))
             _cleanup(clear_caches)
             points.append(_read(devices))
     finally:

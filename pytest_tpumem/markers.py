@@ -15,8 +15,9 @@ MAX_HBM_HELP = (
     '("20GB", "1.5GiB", int bytes). Needs --tpumem.'
 )
 LEAK_CHECK_HELP = (
-    'leak_check(iterations=3, warmup=1, threshold="100MB"): run the test body warmup+iterations '
-    "times (fixtures set up once) and fail on per-iteration growth at or above threshold. Needs --tpumem."
+    'leak_check(iterations=3, warmup=1, threshold="100MB", clear_caches=True): run the test body '
+    "warmup+iterations times (fixtures set up once), with jax.clear_caches() in between, and fail on "
+    "per-iteration growth at or above threshold. Needs --tpumem."
 )
 
 
@@ -28,17 +29,21 @@ class LeakOptions(NamedTuple):
     iterations: int = 3
     warmup: int = 1
     threshold: int | None = None  # None: the session default
+    clear_caches: bool = True
 
 
 def _max_hbm(limit: Any) -> int:
     return parse_size(limit, what="limit")
 
 
-def _leak_check(*, iterations: int = 3, warmup: int = 1, threshold: Any = None) -> LeakOptions:
+def _leak_check(*, iterations: int = 3, warmup: int = 1, threshold: Any = None, clear_caches: bool = True) -> LeakOptions:
     from .leak import validate
 
     validate(iterations, warmup)
-    return LeakOptions(iterations, warmup, None if threshold is None else parse_size(threshold, what="threshold"))
+    if not isinstance(clear_caches, bool):
+        raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
+    size = None if threshold is None else parse_size(threshold, what="threshold")
+    return LeakOptions(iterations, warmup, size, clear_caches)
 
 
 def _call(name: str, parser: Any, mark: Any, accepted: str) -> Any:
@@ -64,4 +69,4 @@ def parse_max_hbm(mark: Any) -> int:
 
 def parse_leak_check(mark: Any) -> LeakOptions:
     """Options from a ``leak_check`` mark."""
-    return _call("leak_check", _leak_check, mark, 'leak_check(iterations=3, warmup=1, threshold="100MB")')
+    return _call("leak_check", _leak_check, mark, 'leak_check(iterations=3, warmup=1, threshold="100MB", clear_caches=True)')

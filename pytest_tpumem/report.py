@@ -10,7 +10,10 @@ from .peak import DevicePeak, PeakReport
 from .units import format_size
 
 PROPERTY = "tpumem"
-STAND_IN_NOTE = "live arrays stand in for device memory (CPU backend: XLA temporaries are not seen)"
+STAND_IN_NOTE = (
+    "live arrays stand in for device memory (CPU backend: XLA temporaries are seen only for programs "
+    "compiled during the test)"
+)
 _RANK = {"oom": 0, "leak": 1, "over budget": 2, "ok": 3}
 
 
@@ -104,10 +107,11 @@ def _peaks_cell(r: dict[str, Any]) -> str:
     peaks = r.get("peaks")
     if not peaks:
         return "-"
-    if len(peaks) <= 4:
-        return ", ".join(f"{dev} {format_size(n)}" for dev, n in peaks.items())
-    dev, n = max(peaks.items(), key=lambda kv: kv[1])
-    return f"max {format_size(n)} on {dev} of {len(peaks)}"
+    used = {dev: n for dev, n in peaks.items() if n > 0} or dict(list(peaks.items())[:1])
+    if len(used) <= 4:
+        return ", ".join(f"{dev} {format_size(n)}" for dev, n in used.items())
+    dev, n = max(used.items(), key=lambda kv: kv[1])
+    return f"max {format_size(n)} on {dev}, {len(used)} devices used"
 
 
 def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool) -> list[str]:

@@ -142,7 +142,9 @@ class TpuMem:
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
         threshold = self.settings.leak_threshold if opts.threshold is None else opts.threshold
         body = functools.partial(fn, **kwargs)  # fixtures named like check_leaks' options stay the test's
-        report = check_leaks(body, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold)
+        report = check_leaks(
+            body, iterations=opts.iterations, warmup=opts.warmup, threshold=threshold, clear_caches=opts.clear_caches
+        )
         pyfuncitem.stash[_LEAK_REPORT] = report
         from .report import row
 

@@ -180,8 +180,10 @@ def new_programs(devices: list[Any], before: set[int]) -> list[CompiledProgram]:
             args = int(stats.argument_size_in_bytes)
             outputs = int(stats.output_size_in_bytes)
             temps = int(stats.temp_size_in_bytes)
-            if peak <= 0:
-                peak = args + outputs + temps
+            alias = int(getattr(stats, "alias_size_in_bytes", 0) or 0)
+            if peak <= 0 or exe.client.platform == "cpu":
+                # XLA's CPU peak leaves temporaries out (it is arguments + outputs there): count them.
+                peak = max(peak, args + outputs + temps - alias)
             names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
             devs = tuple(device_label(d) for d in exe.local_devices())
         except Exception:

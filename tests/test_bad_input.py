@@ -13,7 +13,8 @@ import pytest
         ('max_hbm("1GB", "2GB")', "@pytest.mark.max_hbm('1GB', '2GB'): max_hbm() takes 1 positional argument but 2 were given*"),
         ("leak_check(iterations=0)", "@pytest.mark.leak_check(iterations=0): iterations=0: expected an int >= 1"),
         ("leak_check(3)", "@pytest.mark.leak_check(3): leak_check() takes 0 positional arguments but 1 was given*"),
-        ("leak_check(iteration=3)", "@pytest.mark.leak_check(iteration=3): leak_check() got an unexpected keyword argument 'iteration'; accepted: leak_check(iterations=3, warmup=1, threshold=\"100MB\")"),
+        ("leak_check(iteration=3)", "@pytest.mark.leak_check(iteration=3): leak_check() got an unexpected keyword argument 'iteration'; accepted: leak_check(iterations=3, warmup=1, threshold=\"100MB\", clear_caches=True)"),
+        ('leak_check(clear_caches="no")', "@pytest.mark.leak_check(clear_caches='no'): clear_caches='no': expected True or False"),
         ('leak_check(threshold="lots")', "@pytest.mark.leak_check(threshold='lots'): threshold: 'lots' is not a size*"),
     ],
 )
