@@ -3,8 +3,9 @@
 1. Fixed cost per run: ``check_leaks(fn, x, iterations=N, warmup=1)`` (N+1 runs) against a plain
    loop of N+1 runs of ``block_until_ready(fn(x)); jax.clear_caches()`` (so recompilation is in
    both), alternated and repeated; (check - loop) / (N+1). Done with 0 and a few thousand extra
-   live arrays held, since every reading walks jax.live_arrays() and gc.collect() walks every
-   Python object. A breakdown times the pieces check_leaks adds per run.
+   live arrays held, since every run waits for and reads jax.live_arrays(), and the full
+   gc.collect() before gc.freeze() walks every Python object. A breakdown times the pieces
+   check_leaks adds (per run, and once per check).
 2. The default check (iterations=3, warmup=1: 4 runs) on a test body whose first call takes
    ~1 s on this CPU (a jitted, long unrolled chain): the seconds it adds to that test.
 
@@ -75,13 +76,22 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
         def med(f, k=15):  # median cpu ms of k calls
             return statistics.median(timeit(f)[1] for _ in range(k)) * 1000
 
-        parts.append([n_live, len(gc.get_objects()), f"{med(gc.collect):.1f}", f"{med(sources.collect):.1f}",
+        full_gc = med(gc.collect)  # once per check, before gc.freeze()
+        gc.freeze()
+        try:
+            frozen_gc = med(gc.collect)  # per run: only objects created since the freeze
+        finally:
+            gc.unfreeze()
+        parts.append([n_live, len(gc.get_objects()), f"{full_gc:.1f}", f"{frozen_gc:.2f}",
+                      f"{med(sources.trim_host):.2f}", f"{med(lambda: leak._settle(None)):.2f}",
                       f"{med(lambda: leak._read(devices)):.2f}", f"{med(jax.live_arrays):.2f}"])
         del held
         gc.collect()
     print(table(["extra live arrays", "clock", "loop ms/run", "check ms/run", "fixed cost ms/run (check - loop), per round"], rows))
-    print("\n   pieces check_leaks adds per run (each run does _cleanup: gc.collect, clear_caches, sources.collect; then _read), cpu ms, median of 15:")
-    print(table(["extra live arrays", "gc-tracked objects", "gc.collect()", "sources.collect() (gc + malloc_trim)",
+    print("\n   pieces check_leaks adds (once per check: full gc.collect, then gc.freeze; each run: _settle, then _cleanup:"
+          " gc.collect of the unfrozen objects, clear_caches, sources.trim_host; then _read), cpu ms, median of 15:")
+    print(table(["extra live arrays", "gc-tracked objects", "gc.collect() full (once)", "gc.collect() frozen (per run)",
+                 "sources.trim_host() (malloc_trim)", "leak._settle(None) (wait live arrays + effects)",
                  "leak._read() (live arrays + stats + RSS)", "jax.live_arrays() alone"], parts))
 
 
