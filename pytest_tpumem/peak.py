@@ -17,6 +17,7 @@ The peak is the largest witness, and the report says which one it was.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import time
@@ -115,14 +116,10 @@ class _FrameGrab:
         self.installed = False
 
     def release(self) -> None:
-        """Let the locals go."""
+        """Drop our reference: the locals go with the frame, unless a traceback (a failed test,
+        kept for --showlocals and --pdb) still holds it."""
         self._uninstall()
-        frame, self.frame = self.frame, None
-        if frame is not None:
-            try:
-                frame.clear()
-            except RuntimeError:  # still executing (a generator); it will free itself
-                pass
+        self.frame = None
 
 
 class PeakTracker:
@@ -139,7 +136,10 @@ class PeakTracker:
         """``body``: the function (the test) whose locals are read after it returns: ``body-end``."""
         self.devices = sources.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
-        self.body_code = getattr(body, "__code__", None)
+        try:  # the test's own code, not a decorator's wrapper around it
+            self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
+        except ValueError:  # a wrapper cycle
+            self.body_code = None
         self._sampler: _Sampler | None = None
         self._grab: _FrameGrab | None = None
 

@@ -9,7 +9,7 @@ from .leak import LeakReport
 from .peak import DevicePeak, PeakReport
 from .units import format_size
 
-PROPERTY = "tpumem"
+PROPERTY = "pytest_tpumem"  # the user_properties key; namespaced so a user's own "tpumem" cannot clash
 STAND_IN_NOTE = (
     "live arrays stand in for device memory (CPU backend: XLA temporaries are seen only for programs "
     "compiled during the test)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import sys
 import traceback
 from typing import Any, Iterator
 
@@ -20,7 +21,20 @@ _LEAK_REPORT = pytest.StashKey[Any]()
 
 
 def _is_oom(error: BaseException) -> bool:
-    return isinstance(error, Exception) and "RESOURCE_EXHAUSTED" in str(error)
+    """jax's runtime error for an allocation that did not fit (not any text that mentions it)."""
+    jax = sys.modules.get("jax")
+    if jax is None or not isinstance(error, jax.errors.JaxRuntimeError):
+        return False
+    return str(error).lstrip().startswith("RESOURCE_EXHAUSTED")
+
+
+def _expects(item: pytest.Item, error: BaseException) -> bool:
+    """True when an xfail marker on the item names this error: the user expects the OOM."""
+    for mark in item.iter_markers("xfail"):
+        raises = mark.kwargs.get("raises")
+        if raises is None or isinstance(error, raises):
+            return True
+    return False
 
 
 class TpuMem:
@@ -30,6 +44,7 @@ class TpuMem:
         self.config = config
         self.settings = resolved
         self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.collect_first = False  # a test failed: its traceback cycle may hold arrays until gc
 
     def pytest_report_header(self) -> list[str]:
         if self.config.pluginmanager.has_plugin("dsession"):
@@ -42,7 +57,10 @@ class TpuMem:
             ]
         from .sources import backend_summary
 
-        s = backend_summary()
+        try:
+            s = backend_summary()
+        except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
+            return [f"tpumem: the jax backend did not start, so no device can be read: {str(e).splitlines()[0][:200]}"]
         known = s["known_stats"]
         if not s["memory_stats"]:
             stats = "no memory_stats"
@@ -69,7 +87,7 @@ class TpuMem:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
-        error = None
+        error = budget = mark = None
         try:
             budget = self._budget(item)
             mark = item.get_closest_marker("leak_check")
@@ -77,42 +95,74 @@ class TpuMem:
                 item.stash[_LEAK] = markers.parse_leak_check(mark)
         except markers.MarkerError as e:
             error = str(e)
+        if mark is not None and (not isinstance(item, pytest.Function) or _is_unittest(item)):
+            error = (
+                f"@pytest.mark.leak_check cannot re-run {item.name}: only plain pytest test functions can be "
+                "re-run (not unittest.TestCase methods or other items); call the leak_check fixture or "
+                "pytest_tpumem.check_leaks on a function instead"
+            )
         if error is not None:
             fail(error)  # outside the except block: one clean line, no chained traceback
         tracker = None
         if budget is not None or mark is not None:
             from .peak import PeakTracker
 
+            if self.collect_first:
+                gc.collect()  # the last failure's traceback may still hold its arrays in a cycle
+                self.collect_first = False
             body = getattr(item, "obj", None) if mark is None else None
             tracker = PeakTracker(sample_interval=self.settings.sample_interval, body=body).start()
         oom: BaseException | None = None
-        failed = True
+        outcome = "failed"
         try:
             result = yield
-            failed = False
+            outcome = "passed"
             return result
+        except pytest.skip.Exception:
+            outcome = "skipped"
+            raise
         except BaseException as e:
-            if not _is_oom(e):
+            if not _is_oom(e) or _expects(item, e):
                 raise
             oom = e
         finally:
-            self._judge(item, tracker, budget, oom, failed)
+            self._judge(item, tracker, budget, oom, outcome)
             del oom
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        """A fixture that runs out of device memory: report it as such and free what it held."""
+        message = None
+        try:
+            return (yield)
+        except BaseException as e:
+            if not _is_oom(e) or _expects(item, e):
+                raise
+            from .report import oom_message
+
+            message = oom_message(e, None, None).replace("in this test", "while setting up this test", 1)
+            _free(e)
+        finally:
+            if message is not None:
+                fail(message)
+
     def _judge(
-        self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None, failed: bool
+        self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None, outcome: str
     ) -> None:
         """After the call: record the figures; fail on an out-of-memory, or on an exceeded budget
         where the test has not already failed for another reason (its own error stays the one shown)."""
         from .report import budget_message, detail, oom_message, row
 
         report = tracker.stop() if tracker is not None else None
+        if outcome == "skipped":
+            return
+        failed = outcome == "failed"
         limit = budget[0] if budget else None
         over = report is not None and budget is not None and bool(report.over(budget[0]))
         message = budget_message(report, *budget) if over else ""
         if report is not None:
             section = detail(report, item.stash.get(_LEAK_REPORT, None))
-            if over and failed:  # the test's own error is the one shown; the budget goes here
+            if over and failed and oom is None:  # the test's own error is the one shown; the budget goes here
                 section = message + "\n" + section
             item.add_report_section("call", "tpumem", section)
         if oom is not None:
@@ -156,7 +206,9 @@ class TpuMem:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from .report import PROPERTY
 
-        records = [v for k, v in report.user_properties if k == PROPERTY]
+        if report.failed:
+            self.collect_first = True
+        records = [v for k, v in report.user_properties if k == PROPERTY and isinstance(v, dict)]
         if records and report.when == "call":
             self.rows.setdefault(report.nodeid, []).extend(records)
 
@@ -170,6 +222,13 @@ class TpuMem:
         terminalreporter.write_sep("=", "tpumem")
         for line in summary_lines(rows, self.settings.top, quiet):
             terminalreporter.write_line(line)
+
+
+def _is_unittest(item: pytest.Item) -> bool:
+    import unittest
+
+    cls = getattr(item, "cls", None)
+    return cls is not None and issubclass(cls, unittest.TestCase)
 
 
 def _free(error: BaseException) -> None:

@@ -65,8 +65,8 @@ def _convert(value: Any, kind: str, where: str) -> Any:
             x = float(str(value).strip())
         except ValueError:
             x = -1.0
-        if not x >= 0:
-            raise SettingError(f"{where}: {value!r} is not a number >= 0")
+        if not 0 <= x <= 60_000:  # also rejects nan and inf
+            raise SettingError(f"{where}: {value!r} is not a number from 0 to 60000")
         return x
     raise AssertionError(kind)
 
