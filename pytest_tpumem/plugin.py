@@ -35,6 +35,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(flag, dest=name, action="store_true", default=None, help=help_text)
         else:
             group.addoption(flag, dest=name, default=None, metavar="VALUE", help=help_text)
+        _addini(parser, name, help_text, kind)
+
+
+def _addini(parser: pytest.Parser, name: str, help_text: str, kind: str) -> None:
+    """Declare the ini value with its type, so pytest's native TOML table accepts `tpumem = true`
+    and `tpumem_top = 5`; sizes stay strings ("16GB"). Older pytest lacks int and float types."""
+    ini_type = {"bool": "bool", "int": "int", "float": "float"}.get(kind, "string")
+    try:
+        parser.addini(name, help_text, type=ini_type, default=None)  # type: ignore[arg-type]
+    except (AssertionError, ValueError, TypeError):
         parser.addini(name, help_text, default=None)
 
 

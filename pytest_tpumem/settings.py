@@ -77,7 +77,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
     for name, flag, _help, kind in OPTIONS:
         raw, where = getoption(name), flag
         if raw is None:
-            raw, where = getini(name), f"ini {name}"
+            where = f"ini {name}"
+            try:
+                raw = getini(name)
+            except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
+                hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""
+                raise SettingError(f"{where}: {e}{hint}") from None
             if raw is None or (isinstance(raw, str) and raw.strip() == "" and kind != "bool"):
                 continue
         values[name] = _convert(raw, kind, where)

@@ -43,7 +43,7 @@ def test_bad_marker_fails_that_one_test(pytester, marker, expected):
     [
         (["--tpumem-max-hbm=twenty"], "", "ERROR: pytest-tpumem: --tpumem-max-hbm: 'twenty' is not a size*"),
         ([], "tpumem_leak_threshold = 20 Gb", "ERROR: pytest-tpumem: ini tpumem_leak_threshold: unknown unit 'Gb' in '20 Gb'*"),
-        ([], "tpumem = maybe", "ERROR: pytest-tpumem: ini tpumem: 'maybe' is not a boolean; use true or false"),
+        ([], "tpumem = maybe", "ERROR: pytest-tpumem: ini tpumem: *'maybe'*"),
         (["--tpumem-top=-1"], "", "ERROR: pytest-tpumem: --tpumem-top: '-1' is not a whole number >= 0"),
         (["--tpumem-sample-ms=fast"], "", "ERROR: pytest-tpumem: --tpumem-sample-ms: 'fast' is not a number from 0 to 60000"),
         ([], "tpumem_max_hbm = 0", "ERROR: pytest-tpumem: ini tpumem_max_hbm: '0' must be more than 0 bytes*"),
@@ -107,3 +107,16 @@ def test_leak_marker_on_an_async_test_says_what_to_do(pytester):
     result = pytester.runpytest("--tpumem")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["@pytest.mark.leak_check cannot re-run the async test test_async; call the leak_check fixture*"])
+
+
+@pytest.mark.skipif(pytest.version_tuple < (9,), reason="pytest 9 reads a native [tool.pytest] TOML table")
+def test_native_toml_table_takes_typed_values(pytester):
+    pytester.makepyprojecttoml('[tool.pytest]\ntpumem = true\ntpumem_top = 1\ntpumem_max_hbm = "1GB"\n')
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tpumem: default budget 1.0GB*", "1 measured, 0 failed a memory check*"])
+    pytester.makepyprojecttoml("[tool.pytest]\ntpumem = true\ntpumem_max_hbm = 1000\n")
+    bad = pytester.runpytest()
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: pytest-tpumem: ini tpumem_max_hbm: *expects a string*(write sizes as strings, e.g. \"16GB\")"])
