@@ -182,8 +182,8 @@ class PeakTracker:
             compiled = [p.beyond_arguments for p in programs if label in p.devices]
             if compiled:
                 witnesses["compiled"] = first.used + max(compiled)
-            # Ties go to the first named: prefer the runtime's own figure, then the sampler.
-            order = ["runtime-peak", "sampler", "body-end", "compiled", "end"]
+            # Ties go to the first named: the runtime's own figure, then the deterministic body-end reading.
+            order = ["runtime-peak", "body-end", "sampler", "compiled", "end"]
             witness = max(sorted(witnesses, key=order.index), key=lambda k: witnesses[k])
             devices[label] = DevicePeak(
                 device=label,

@@ -23,7 +23,8 @@ _LEAK_REPORT = pytest.StashKey[Any]()
 def _is_oom(error: BaseException) -> bool:
     """jax's runtime error for an allocation that did not fit (not any text that mentions it)."""
     jax = sys.modules.get("jax")
-    if jax is None or not isinstance(error, jax.errors.JaxRuntimeError):
+    runtime_error = getattr(getattr(jax, "errors", None), "JaxRuntimeError", None)
+    if runtime_error is None or not isinstance(error, runtime_error):
         return False
     return str(error).lstrip().startswith("RESOURCE_EXHAUSTED")
 
