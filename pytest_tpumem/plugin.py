@@ -61,8 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(TpuMem(config, resolved), "tpumem-session")
         return
-    # The fixture uses the leak threshold even when off; the other options need the plugin on.
-    unused = [flag for name, flag, *_ in settings_mod.OPTIONS[1:] if name in resolved.given and name != "tpumem_leak_threshold"]
+    # The fixtures use the leak threshold and the target even when off; the other options need the plugin on.
+    unused = [
+        flag
+        for name, flag, *_ in settings_mod.OPTIONS[1:]
+        if name in resolved.given and name not in ("tpumem_leak_threshold", "tpumem_target")
+    ]
     if unused:
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(
@@ -123,6 +127,66 @@ def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         record(request.node, row(leak=report, verdict=report.verdict))
         if report.leaked:
             raise LeakFailure(report)
+        return report
+
+    return run
+
+
+@pytest.fixture
+def hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``hbm_estimate(fn, *args, target=None, budget=None, mesh=None, in_shardings=None, out_shardings=None, **kwargs)``.
+
+    Compiles ``fn`` for a TPU target (no TPU needed; libtpu is) and returns the per-device
+    HbmEstimate; fails the test when the program needs more than ``budget`` (default: the
+    target's usable HBM) or the TPU compiler refuses it. ``target`` defaults to --tpumem-target.
+    """
+    default_target = request.config.stash[SETTINGS].target
+
+    def run(
+        fn: Callable[..., Any],
+        *args: Any,
+        target: Any = None,
+        budget: Any = None,
+        mesh: Any = None,
+        in_shardings: Any = None,
+        out_shardings: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        from .estimate import estimate_hbm
+        from .targets import LibtpuMissing, TargetError, parse_target
+
+        error = None
+        try:
+            chosen = parse_target(target if target is not None else default_target or "", what="hbm_estimate(target=...)")
+            limit = chosen.hbm_per_device if budget is None else parse_size(budget, what="hbm_estimate(budget=...)")
+        except (TargetError, SizeError) as e:
+            error = str(e) + ("; or set --tpumem-target" if target is None and default_target is None else "")
+        if error is not None:
+            fail(error)
+        try:
+            report = estimate_hbm(
+                fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
+            )
+        except LibtpuMissing as e:
+            missing = str(e)
+        else:
+            missing = None
+        if missing is not None:
+            pytest.skip(missing)
+        over = report.refused or report.peak > limit
+        record(
+            request.node,
+            {
+                "verdict": "over budget" if over else "ok",
+                "budget": limit,
+                "peaks": {report.target: report.peak},
+                "witness": "compiled for " + report.target,
+            },
+        )
+        if over:
+            from .units import format_size
+
+            fail(f"hbm_estimate: over the budget of {format_size(limit)}: {report.describe()}")
         return report
 
     return run

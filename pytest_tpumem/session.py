@@ -71,7 +71,12 @@ class TpuMem:
         host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
         budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
         limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
-        return [
+        lines = []
+        if self.settings.target:
+            from .targets import parse_target
+
+            lines.append(f"tpumem: target {parse_target(self.settings.target).describe()} (hbm_estimate)")
+        return lines + [
             f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
             f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
             f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",

@@ -17,6 +17,7 @@ OPTIONS = (
     ("tpumem_max_hbm", "--tpumem-max-hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", "size"),
     ("tpumem_leak_threshold", "--tpumem-leak-threshold", "default leak threshold per iteration (default 100MB)", "size"),
     ("tpumem_top", "--tpumem-top", f"rows in the tpumem summary, worst first (default {DEFAULT_TOP}; 0 hides it)", "int"),
+    ("tpumem_target", "--tpumem-target", "default TPU target for the hbm_estimate fixture, e.g. v5e or v6e:4x4 (needs libtpu)", "target"),
     ("tpumem_sample_ms", "--tpumem-sample-ms", f"interval of the bytes-in-use sampler in ms (default {DEFAULT_SAMPLE_MS:g}; 0 turns it off)", "float"),
 )
 
@@ -32,6 +33,7 @@ class Settings:
     leak_threshold: int = DEFAULT_LEAK_THRESHOLD
     top: int = DEFAULT_TOP
     sample_interval: float = DEFAULT_SAMPLE_MS / 1000
+    target: str | None = None  # a TPU topology, "v5e:2x2"
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
@@ -68,6 +70,13 @@ def _convert(value: Any, kind: str, where: str) -> Any:
         if not 0 <= x <= 60_000:  # also rejects nan and inf
             raise SettingError(f"{where}: {value!r} is not a number from 0 to 60000")
         return x
+    if kind == "target":
+        from .targets import TargetError, parse_target
+
+        try:
+            return parse_target(value, what=where).topology
+        except TargetError as e:
+            raise SettingError(str(e)) from None
     raise AssertionError(kind)
 
 
@@ -92,5 +101,6 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         leak_threshold=values.get("tpumem_leak_threshold", DEFAULT_LEAK_THRESHOLD),
         top=values.get("tpumem_top", DEFAULT_TOP),
         sample_interval=values.get("tpumem_sample_ms", DEFAULT_SAMPLE_MS) / 1000,
+        target=values.get("tpumem_target"),
         given=frozenset(values),
     )
