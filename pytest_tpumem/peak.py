@@ -150,7 +150,8 @@ class PeakTracker:
         self._host_reset = sources.reset_host_peak()
         if self.sample_interval > 0:
             self._sampler = _Sampler(self.devices, self.sample_interval)
-            self._sampler.sample()
+            # Its first value is the start reading: no second walk of the live arrays.
+            self._sampler.max = {label: mem.used for label, mem in self._start.items()}
             self._sampler.start()
         self._grab = _FrameGrab(self.body_code)
         return self
