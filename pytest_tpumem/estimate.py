@@ -1,20 +1,29 @@
-"""What a program needs on a TPU target, from XLA's memory analysis of a compile for that target.
+"""What a program needs on a TPU target, from a compile for that target.
 
-No TPU is needed: libtpu compiles for a topology's compile-only devices. The figures are per
-device, as the TPU compiler lays the program out (tile padding included).
+No TPU is needed: libtpu compiles for a topology's compile-only devices. Every compile runs with
+XLA's dump on (it costs no measurable time next to the compile): its buffer assignment gives the
+HBM the program is laid out in, per device, tile padding included, and its largest buffers. XLA's
+``peak_memory_in_bytes`` on TPU also counts on-chip scratch (VMEM, SMEM: 64 MiB for one plain
+matmul on v5e), so it is kept as ``xla_peak`` and only used where no dump was written.
 """
 
 from __future__ import annotations
 
+import collections
 import re
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from .buffers import Buffer, largest_buffers, memory_spaces
+from .capture import CapturedProgram
 from .targets import Target, parse_target, topology_devices
 from .units import format_size
 
 _REFUSAL = re.compile(r"required for .*?\(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)")
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_CACHE: collections.OrderedDict[Any, "HbmEstimate"] = collections.OrderedDict()  # compiled programs, by their text
+_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True)
@@ -23,7 +32,7 @@ class HbmEstimate:
 
     target: str  # topology, "v5e:2x2"
     devices: int  # devices the program was laid out on
-    peak: int
+    peak: int  # HBM the program needs per device: its buffer assignment's total (else XLA's peak)
     arguments: int
     outputs: int
     temps: int
@@ -31,23 +40,34 @@ class HbmEstimate:
     capacity: int  # usable HBM per device
     refused: bool = False  # the compiler itself said it does not fit
     compiler_message: str = ""
+    program: str = ""
+    xla_peak: int = 0  # XLA's peak_memory_in_bytes: HBM plus on-chip scratch
+    spaces: tuple[tuple[str, int], ...] = field(default=())  # bytes per memory space from the buffer assignment
+    buffers: tuple[Buffer, ...] = field(default=())  # the largest HBM buffers
 
     @property
     def headroom(self) -> int:
         return self.capacity - self.peak
 
-    def describe(self) -> str:
+    def describe(self, buffers: bool = True) -> str:
+        """One line of figures, then (``buffers``) the largest buffers."""
         if self.refused:
-            return (
+            line = (
                 f"{self.target}: the TPU compiler refused the program: it needs {format_size(self.peak)} per device, "
                 f"{format_size(self.capacity)} is available ({self.compiler_message})"
             )
-        return (
-            f"{self.target} ({self.devices} device{'s' if self.devices != 1 else ''}): peak {format_size(self.peak)} per device "
-            f"of {format_size(self.capacity)} (headroom {format_size(self.headroom)}); arguments "
-            f"{format_size(self.arguments)}, outputs {format_size(self.outputs)}, temporaries {format_size(self.temps)}, "
-            f"code {format_size(self.generated_code)}"
-        )
+        else:
+            source = "" if self.spaces else " (XLA's peak, on-chip scratch included: no buffer assignment was read)"
+            line = (
+                f"{self.target} ({self.devices} device{'s' if self.devices != 1 else ''}): {format_size(self.peak)} of HBM "
+                f"per device{source} of {format_size(self.capacity)} (headroom {format_size(self.headroom)}); arguments "
+                f"{format_size(self.arguments)}, outputs {format_size(self.outputs)}, temporaries "
+                f"{format_size(self.temps)}, code {format_size(self.generated_code)}"
+            )
+        if buffers and self.buffers:
+            line += f"\n  largest buffers on {self.target} (per device, as laid out):"
+            line += "".join("\n    " + b.describe() for b in self.buffers)
+        return line
 
 
 def target_mesh(target: str | Target, axes: dict[str, int] | None = None) -> Any:
@@ -81,6 +101,59 @@ def _size(number: str, unit: str) -> int:
     return int(float(number) * _BINARY[unit])
 
 
+def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, devices: int) -> HbmEstimate:
+    """Lower and compile ``jitted`` for ``target`` from abstract arguments and read what it needs.
+
+    A refusal by the TPU compiler ("exceeds available HBM") comes back as ``refused=True`` with its
+    figures; any other compile error is raised. The same program text compiled for the same target
+    is answered from a cache of this process.
+    """
+    from .capture import own_lowering
+
+    name = getattr(jitted, "__name__", "") or ""
+    with own_lowering():
+        lowered = jitted.lower(*args, **kwargs)
+        key = (target.topology, devices, lowered.as_text())
+        cached = _CACHE.get(key)
+        if cached is not None:
+            _CACHE.move_to_end(key)
+            return replace(cached, program=name)
+        with tempfile.TemporaryDirectory(prefix="tpumem-xla-dump-") as dump:
+            try:
+                compiled = lowered.compile(compiler_options={"xla_dump_to": dump})
+            except Exception as e:
+                m = _REFUSAL.search(str(e))
+                if m is None:
+                    raise
+                estimate = HbmEstimate(
+                    target=target.topology, devices=devices, peak=_size(m[1], m[2]), arguments=0, outputs=0, temps=0,
+                    generated_code=0, capacity=_size(m[3], m[4]), refused=True, compiler_message=m.group(0),
+                    program=name, xla_peak=_size(m[1], m[2]),
+                )
+            else:
+                ma = compiled.memory_analysis()
+                estimate = HbmEstimate(
+                    target=target.topology,
+                    devices=devices,
+                    peak=int(ma.peak_memory_in_bytes),
+                    arguments=int(ma.argument_size_in_bytes),
+                    outputs=int(ma.output_size_in_bytes),
+                    temps=int(ma.temp_size_in_bytes),
+                    generated_code=int(ma.generated_code_size_in_bytes),
+                    capacity=target.hbm_per_device,
+                    program=name,
+                    xla_peak=int(ma.peak_memory_in_bytes),
+                )
+            spaces = memory_spaces(dump)
+            estimate = replace(estimate, buffers=largest_buffers(dump), spaces=tuple(spaces.items()))
+            if "default" in spaces and not estimate.refused:
+                estimate = replace(estimate, peak=spaces["default"])
+    _CACHE[key] = estimate
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return estimate
+
+
 def estimate_hbm(
     fn: Callable[..., Any],
     *args: Any,
@@ -95,7 +168,8 @@ def estimate_hbm(
     Arguments may be real arrays or ``jax.ShapeDtypeStruct`` (pytrees of them). Without a mesh
     the program is laid out on one device of the target; with ``mesh`` (see :func:`target_mesh`)
     and ``in_shardings`` (PartitionSpecs or shardings) it is laid out across the mesh. A program
-    the TPU compiler refuses comes back with ``refused=True`` and the compiler's figures.
+    the TPU compiler refuses comes back with ``refused=True`` and the compiler's figures. Either way
+    the estimate lists the program's largest buffers.
     """
     import jax
     from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
@@ -113,28 +187,59 @@ def estimate_hbm(
         default = None
     if out_shardings is not None:
         jit_kwargs["out_shardings"] = jax.tree.map(named, out_shardings, is_leaf=lambda x: isinstance(x, PartitionSpec))
-    abstract_args = _abstract(args, default)
-    abstract_kwargs = _abstract(kwargs, default)
     n_devices = len(mesh.devices.flat) if mesh is not None else 1
-    try:
-        compiled = jax.jit(fn, **jit_kwargs).lower(*abstract_args, **abstract_kwargs).compile()
-    except Exception as e:
-        m = _REFUSAL.search(str(e))
-        if m is None:
-            raise
-        return HbmEstimate(
-            target=t.topology, devices=n_devices, peak=_size(m[1], m[2]), arguments=0, outputs=0, temps=0,
-            generated_code=0, capacity=_size(m[3], m[4]), refused=True, compiler_message=m.group(0),
-        )
-    ma = compiled.memory_analysis()
-    return HbmEstimate(
-        target=t.topology,
-        devices=n_devices,
-        peak=int(ma.peak_memory_in_bytes),
-        arguments=int(ma.argument_size_in_bytes),
-        outputs=int(ma.output_size_in_bytes),
-        temps=int(ma.temp_size_in_bytes),
-        generated_code=int(ma.generated_code_size_in_bytes),
-        capacity=t.hbm_per_device,
+    return compile_estimate(
+        jax.jit(fn, **jit_kwargs),
+        _abstract(args, default),
+        _abstract(kwargs, default),
+        t,
+        n_devices,
     )
 
+
+def _named_arguments(estimate: HbmEstimate, program: CapturedProgram) -> HbmEstimate:
+    """Argument buffers under the names the test's program gave them (the compile saw ``xs[i]``)."""
+    named = []
+    for b in estimate.buffers:
+        m = re.fullmatch(r"xs\[(\d+)\]", b.op) if b.kind.startswith("argument") else None
+        named.append(replace(b, op=program.arg_name(int(m[1])) or b.op) if m else b)
+    return replace(estimate, buffers=tuple(named))
+
+
+@dataclass(frozen=True)
+class ProgramJudgement:
+    """One captured program as compiled for the target, or why it could not be."""
+
+    program: str
+    source: str
+    resident: int  # bytes of other arrays in use when the test first lowered it (the run's sizes)
+    estimate: HbmEstimate | None
+    reason: str = ""  # set where it could not be compiled for the target
+
+    @property
+    def need(self) -> int:
+        """What the device needs while it runs: its own peak plus the arrays it does not take."""
+        if self.estimate is None:
+            return 0
+        return self.estimate.peak + self.resident
+
+
+def judge_programs(programs: list[CapturedProgram], target: Target) -> list[ProgramJudgement]:
+    """Compile every captured program for ``target``."""
+    from .retarget import NotRetargetable, retarget
+
+    devices = topology_devices(target.topology)
+    out = []
+    for program in programs:
+        try:
+            jitted, args, used = retarget(program, devices, target.topology)
+            estimate = _named_arguments(compile_estimate(jitted, args, {}, target, used), program)
+        except NotRetargetable as e:
+            out.append(ProgramJudgement(program.name, program.source, program.resident, None, str(e)))
+            continue
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            out.append(ProgramJudgement(program.name, program.source, program.resident, None, f"{type(e).__name__}: {first}"))
+            continue
+        out.append(ProgramJudgement(program.name, program.source, program.resident, estimate))
+    return out

@@ -131,7 +131,10 @@ def test_budget_below_the_chip_and_the_header(pytester):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "tpumem: target v6e:2x2: 33.6GB usable HBM per chip (hbm_estimate)",
-            "hbm_estimate: over the budget of 1.6GB: v6e:2x2 (1 device): peak 2.1GB per device of 33.6GB*",
+            "tpumem: target v6e:2x2: 33.6GB usable HBM per chip (budgeted tests' programs are compiled for it; hbm_estimate's default)",
+            "hbm_estimate: over the budget of 1.6GB: v6e:2x2 (1 device): 2.1GB of HBM per device of 33.6GB*",
+            "  largest buffers on v6e:2x2 (per device, as laid out):",
+            "*1.1GB  f32?268435456?  argument 0 (a)",
+            "*1.1GB  f32?268435456?  output from jit(<lambda>)/add *at test_budget_below_the_chip_and_the_header.py:5*",
         ]
     )

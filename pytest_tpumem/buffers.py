@@ -1,0 +1,146 @@
+"""The largest buffers of a compile, read from the buffer assignment XLA writes with ``xla_dump_to``.
+
+The TPU compiler's memory analysis gives totals only (its serialized buffer assignment is empty),
+and its refusal names two figures. Compiling again with ``compiler_options={"xla_dump_to": dir}``
+makes XLA write, even for a program it refuses, ``*buffer-assignment.txt`` (every allocation: its
+size as laid out, tile padding included, and the values in it), ``*buffer-assignment-values.txt``
+(the HLO instruction behind each value, with jax's op_name and stack frame) and the optimized
+module, whose header maps stack frames to files and lines. Only HBM (memory color 0) is counted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*):\s*$")
+_VALUE = re.compile(r"^ value: <\d+ (\S+) @\d+> \(size=(\d+),offset=\d+\): (.+)$")
+_INSTRUCTION = re.compile(r"^ from instruction: %(\S+) = .*?metadata=\{([^}]*)\}")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_FRAME = re.compile(r"stack_frame_id=(\d+)")
+_SOURCE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
+_LAYOUT = re.compile(r"\{[^{}]*\}")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One value the compiler placed in HBM."""
+
+    size: int  # bytes, as laid out on the device (tile padding included)
+    shape: str  # "bf16[524288,8192]"
+    kind: str  # "argument 0", "output", "temporary"
+    instruction: str  # the HLO instruction that defines it
+    op: str  # jax's name for the operation: "jit(step)/dot_general", or the argument's name
+    source: str  # "test_model.py:42 (step)", where jax recorded one
+
+    def describe(self) -> str:
+        from .units import format_size
+
+        where = f" at {self.source}" if self.source else ""
+        if self.kind.startswith("argument"):
+            what = f"{self.kind} ({self.op})" if self.op else self.kind
+        else:
+            what = f"{self.kind} from {self.op or self.instruction} [{self.instruction}]"
+        return f"{format_size(self.size):>9}  {self.shape}  {what}{where}"
+
+
+def _kind(header: str) -> str:
+    m = re.search(r"parameter (\d+)", header)
+    if m:
+        return f"argument {m[1]}"
+    if "output" in header or "maybe-live-out" in header:
+        return "output"
+    if "constant" in header:
+        return "constant"
+    return "temporary"
+
+
+def _frames(module_text: str) -> dict[str, str]:
+    """stack_frame_id -> "file:line (function)", from the optimized module's header tables."""
+    tables: dict[str, dict[str, str]] = {}
+    section = None
+    for line in module_text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            section = line
+            tables[section] = {}
+            continue
+        if not line.strip() or line.startswith(("%", "HloModule", "ENTRY")):
+            if line.startswith(("%", "ENTRY")):
+                break
+            continue
+        if section is not None:
+            number, _, rest = line.partition(" ")
+            tables[section][number] = rest.strip().strip('"')
+    names, functions = tables.get("FileNames", {}), tables.get("FunctionNames", {})
+    locations = {}
+    for number, rest in tables.get("FileLocations", {}).items():
+        fields = dict(re.findall(r"(\w+)=(\d+)", rest))
+        path = names.get(fields.get("file_name_id", ""), "?")
+        locations[number] = f"{_short(path)}:{fields.get('line', '?')} ({functions.get(fields.get('function_name_id', ''), '?')})"
+    out = {}
+    for number, rest in tables.get("StackFrames", {}).items():
+        fields = dict(re.findall(r"(\w+)=(\d+)", rest))
+        out[number] = locations.get(fields.get("file_location_id", ""), "")
+    return out
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+_SPACE = re.compile(r"^Memory Space: (\S+) \(color=(\d+)\)\s*\nTotal bytes: (\d+)", re.M)
+
+
+def memory_spaces(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Bytes allocated per memory space ("default" is HBM; "vmem" is on-chip scratch), from the
+    memory-usage report; {} where none was written."""
+    report = next(iter(sorted(Path(dump_dir).glob("*memory-usage-report.txt"))), None)
+    if report is None:
+        return {}
+    return {m[1]: int(m[3]) for m in _SPACE.finditer(report.read_text(errors="replace"))}
+
+
+def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[Buffer, ...]:
+    """The ``count`` largest HBM values of the one module dumped in ``dump_dir``; () where none was written."""
+    root = Path(dump_dir)
+    assignment = next(iter(sorted(root.glob("*buffer-assignment.txt"))), None)
+    if assignment is None:
+        return ()
+    values_file = next(iter(sorted(root.glob("*buffer-assignment-values.txt"))), None)
+    module_file = next(iter(sorted(root.glob("*after_optimizations.txt"))), None)
+    frames = _frames(module_file.read_text(errors="replace")) if module_file else {}
+    meta: dict[str, tuple[str, str]] = {}
+    if values_file is not None:
+        for line in values_file.read_text(errors="replace").splitlines():
+            m = _INSTRUCTION.match(line)
+            if not m:
+                continue
+            name, metadata = m[1], m[2]
+            op = _OP_NAME.search(metadata)
+            frame = _FRAME.search(metadata)
+            source = _SOURCE.search(metadata)
+            where = frames.get(frame[1], "") if frame else (f"{_short(source[1])}:{source[2]}" if source else "")
+            meta[name] = (op[1] if op else "", where)
+    found: dict[str, Buffer] = {}
+    kind, hbm = "temporary", True
+    for line in assignment.read_text(errors="replace").splitlines():
+        m = _ALLOCATION.match(line)
+        if m:
+            header = m[3]
+            hbm = not re.search(r"\bcolor [1-9]", header) and "thread-local" not in header
+            kind = _kind(header)
+            continue
+        v = _VALUE.match(line)
+        if not v or not hbm:
+            continue
+        name, size, shape = v[1], int(v[2]), _LAYOUT.sub("", v[3]).strip()
+        op, where = meta.get(name, ("", ""))
+        if name not in found or found[name].size < size:
+            found[name] = Buffer(size, shape, kind, name, op, where)
+    return tuple(sorted(found.values(), key=lambda b: (-b.size, b.kind, b.instruction))[:count])
