@@ -11,8 +11,10 @@ from typing import Any, NamedTuple
 from .units import ACCEPTED, SizeError, parse_size
 
 MAX_HBM_HELP = (
-    'max_hbm(limit): fail the test when its peak device memory on any local device exceeds limit '
-    '("20GB", "1.5GiB", int bytes). Needs --tpumem.'
+    'max_hbm(limit=None, target=None): fail the test when its peak device memory on any local device '
+    'exceeds limit ("20GB", "1.5GiB", int bytes); with target ("v5e", "v6e:4x4", or --tpumem-target) '
+    "the jitted programs it runs are also compiled for that TPU and judged there (no limit: the chip's "
+    "usable HBM). Needs --tpumem."
 )
 LEAK_CHECK_HELP = (
     'leak_check(iterations=3, warmup=1, threshold="100MB", clear_caches=True): run the test body '
@@ -25,6 +27,11 @@ class MarkerError(ValueError):
     """Bad marker arguments; the message is the one line the test fails with."""
 
 
+class MaxHbm(NamedTuple):
+    limit: int | None  # None: the target's usable HBM
+    target: Any  # a targets.Target, or None: --tpumem-target where set
+
+
 class LeakOptions(NamedTuple):
     iterations: int = 3
     warmup: int = 1
@@ -32,8 +39,11 @@ class LeakOptions(NamedTuple):
     clear_caches: bool = True
 
 
-def _max_hbm(limit: Any) -> int:
-    return parse_size(limit, what="limit")
+def _max_hbm(limit: Any = None, *, target: Any = None) -> MaxHbm:
+    from .targets import parse_target
+
+    chosen = None if target is None else parse_target(target, what="target")
+    return MaxHbm(None if limit is None else parse_size(limit, what="limit"), chosen)
 
 
 def _leak_check(*, iterations: int = 3, warmup: int = 1, threshold: Any = None, clear_caches: bool = True) -> LeakOptions:
@@ -62,9 +72,9 @@ def spell(mark: Any) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def parse_max_hbm(mark: Any) -> int:
-    """Budget in bytes from a ``max_hbm`` mark."""
-    return _call("max_hbm", _max_hbm, mark, "max_hbm(limit) with limit " + ACCEPTED)
+def parse_max_hbm(mark: Any) -> MaxHbm:
+    """Budget in bytes and TPU target from a ``max_hbm`` mark."""
+    return _call("max_hbm", _max_hbm, mark, "max_hbm(limit, target=None) with limit " + ACCEPTED)
 
 
 def parse_leak_check(mark: Any) -> LeakOptions:

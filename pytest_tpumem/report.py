@@ -3,6 +3,7 @@ to the controller in ``user_properties``) and the terminal summary."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .leak import LeakReport
@@ -45,6 +46,72 @@ def oom_message(error: BaseException, budget: int | None, report: PeakReport | N
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class TargetVerdict:
+    """A test's programs as compiled for a TPU target: what failed, and the long form."""
+
+    failed: bool
+    message: str  # the failure text, where failed
+    detail: str  # every program, for the report section
+    topology: str
+    need: int  # the largest need per device among the programs compiled for the target
+
+
+def _judgement_line(j: Any, buffers: bool = False) -> str:
+    where = f" ({j.source})" if j.source else ""
+    if j.estimate is None:
+        return f"{j.program}{where}: not compiled for the target: {j.reason}"
+    head = f"{j.program}{where}: "
+    if j.resident >= max(2**20, j.estimate.peak // 100):  # smaller leftovers are in the figure, not worth a word
+        head += (
+            f"needs {format_size(j.need)} per device = its own {format_size(j.estimate.peak)} + "
+            f"{format_size(j.resident)} of other arrays in use when it was first lowered (sizes on this run's devices); "
+        )
+    return head + j.estimate.describe(buffers).replace("\n", "\n  ")
+
+
+def target_message(judgements: list[Any], errors: list[str], limit: int, spelled: str, target: Any) -> TargetVerdict:
+    """Judge each program compiled for the target against ``limit``; programs that could not be
+    compiled there (or capture errors) fail the test too, since it was not judged."""
+    judged = sorted((j for j in judgements if j.estimate is not None), key=lambda j: -j.need)
+    unjudged = [j for j in judgements if j.estimate is None]
+    over = [j for j in judged if j.estimate.refused or j.need > limit]
+    topo = target.topology
+    detail = [f"compiled for {topo}: {len(judged)} program{'s' if len(judged) != 1 else ''} the test ran"]
+    if not judgements and not errors:
+        detail[0] += " (none: it ran no jitted program)"
+    detail += ["  " + _judgement_line(j) for j in judged + unjudged]
+    message = []
+    if over:
+        worst = over[0]
+        if worst.estimate.refused:
+            message.append(
+                f"max_hbm: the TPU compiler refused {worst.program} for {topo}, over the budget of "
+                f"{format_size(limit)} ({spelled})"
+            )
+        else:
+            message.append(
+                f"max_hbm: {worst.program} needs {format_size(worst.need)} per device compiled for {topo}, "
+                f"over the budget of {format_size(limit)} ({spelled})"
+            )
+        message += ["  " + _judgement_line(j, buffers=True) for j in over]
+    if unjudged or errors:
+        n = len(unjudged) + len(errors)
+        message.append(
+            f"max_hbm: {n} program{'s' if n != 1 else ''} the test ran could not be compiled for {topo}, "
+            "so the test is not judged there (judge it with the hbm_estimate fixture instead):"
+        )
+        message += ["  " + _judgement_line(j) for j in unjudged]
+        message += [f"  a program could not be recorded: {e}" for e in errors]
+    return TargetVerdict(
+        failed=bool(message),
+        message="\n".join(message),
+        detail="\n".join(detail),
+        topology=topo,
+        need=judged[0].need if judged else 0,
+    )
+
+
 def detail(report: PeakReport | None, leak: LeakReport | None) -> str:
     """The long form, for the test's report section."""
     lines = []
@@ -67,6 +134,7 @@ def row(
     budget: int | None = None,
     leak: LeakReport | None = None,
     verdict: str = "ok",
+    target: TargetVerdict | None = None,
 ) -> dict[str, Any]:
     """One JSON-able record of what was measured for a test."""
     out: dict[str, Any] = {"verdict": verdict, "budget": budget}
@@ -75,6 +143,9 @@ def row(
         out["witness"] = peak.worst.witness if peak.worst else ""
         out["stand_in"] = any(d.stand_in for d in peak.devices.values())
         out["host_peak"] = peak.host_peak
+    if target is not None:
+        out.setdefault("peaks", {})[target.topology] = target.need
+        out["witness"] = (out.get("witness", "") + "; " if out.get("witness") else "") + f"compiled for {target.topology}"
     if leak is not None:
         worst = leak.worst
         out["growth"] = worst.growth if worst else 0

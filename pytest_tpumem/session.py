@@ -8,7 +8,7 @@ import gc
 import inspect
 import sys
 import traceback
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import pytest
 
@@ -18,6 +18,12 @@ from .units import format_size
 
 _LEAK = pytest.StashKey[markers.LeakOptions]()
 _LEAK_REPORT = pytest.StashKey[Any]()
+
+
+class Budget(NamedTuple):
+    limit: int
+    spelled: str  # where it came from, as the user wrote it
+    target: Any  # targets.Target whose compile is also judged, or None
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -75,7 +81,10 @@ class TpuMem:
         if self.settings.target:
             from .targets import parse_target
 
-            lines.append(f"tpumem: target {parse_target(self.settings.target).describe()} (hbm_estimate)")
+            lines.append(
+                f"tpumem: target {parse_target(self.settings.target).describe()} "
+                "(budgeted tests' programs are compiled for it; hbm_estimate's default)"
+            )
         return lines + [
             f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
             f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
@@ -83,12 +92,24 @@ class TpuMem:
             f"tpumem: default budget {budget}, leak threshold {format_size(self.settings.leak_threshold)}/iteration",
         ]
 
-    def _budget(self, item: pytest.Item) -> tuple[int, str] | None:
+    def _budget(self, item: pytest.Item) -> Budget | None:
+        from .targets import parse_target
+
+        default_target = parse_target(self.settings.target) if self.settings.target else None
         mark = item.get_closest_marker("max_hbm")
         if mark is not None:
-            return markers.parse_max_hbm(mark), "max_hbm" + markers.spell(mark)
+            parsed = markers.parse_max_hbm(mark)
+            spelled = "max_hbm" + markers.spell(mark)
+            target = parsed.target or default_target
+            if parsed.limit is not None:
+                return Budget(parsed.limit, spelled, target)
+            if target is None:
+                raise markers.MarkerError(
+                    f"@pytest.mark.{spelled}: give a limit (\"16GB\") or a TPU target (target=\"v5e\", or --tpumem-target)"
+                )
+            return Budget(target.hbm_per_device, f"{spelled}: {target.generation}'s usable HBM", target)
         if self.settings.max_hbm is not None:
-            return self.settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm"
+            return Budget(self.settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm", default_target)
         return None
 
     @pytest.hookimpl(wrapper=True)
@@ -109,6 +130,7 @@ class TpuMem:
             )
         if error is not None:
             fail(error)  # outside the except block: one clean line, no chained traceback
+        capture = _start_capture(budget)
         tracker = None
         if budget is not None or mark is not None:
             from .peak import PeakTracker
@@ -121,7 +143,8 @@ class TpuMem:
         oom: BaseException | None = None
         outcome = "failed"
         try:
-            result = yield
+            with capture:
+                result = yield
             outcome = "passed"
             return result
         except pytest.skip.Exception:
@@ -132,7 +155,7 @@ class TpuMem:
                 raise
             oom = e
         finally:
-            self._judge(item, tracker, budget, oom, outcome)
+            self._judge(item, tracker, budget, oom, outcome, capture)
             del oom
 
     @pytest.hookimpl(wrapper=True)
@@ -153,22 +176,34 @@ class TpuMem:
                 fail(message)
 
     def _judge(
-        self, item: pytest.Item, tracker: Any, budget: tuple[int, str] | None, oom: BaseException | None, outcome: str
+        self, item: pytest.Item, tracker: Any, budget: Budget | None, oom: BaseException | None, outcome: str, capture: Any
     ) -> None:
         """After the call: record the figures; fail on an out-of-memory, or on an exceeded budget
-        where the test has not already failed for another reason (its own error stays the one shown)."""
-        from .report import budget_message, detail, oom_message, row
+        (on the devices of this run, or compiled for the target) where the test has not already
+        failed for another reason (its own error stays the one shown)."""
+        from .report import budget_message, detail, oom_message, row, target_message
 
         report = tracker.stop() if tracker is not None else None
         if outcome == "skipped":
             return
         failed = outcome == "failed"
-        limit = budget[0] if budget else None
-        over = report is not None and budget is not None and bool(report.over(budget[0]))
-        message = budget_message(report, *budget) if over else ""
+        limit = budget.limit if budget else None
+        over = report is not None and budget is not None and bool(report.over(budget.limit))
+        messages = [budget_message(report, budget.limit, budget.spelled)] if over else []
+        judged = None
+        if budget is not None and budget.target is not None and oom is None:
+            from .estimate import judge_programs
+
+            judgements = judge_programs(capture.programs, budget.target)
+            judged = target_message(judgements, capture.errors, budget.limit, budget.spelled, budget.target)
+            if judged.failed:
+                messages.append(judged.message)
+        message = "\n".join(messages)
         if report is not None:
             section = detail(report, item.stash.get(_LEAK_REPORT, None))
-            if over and failed and oom is None:  # the test's own error is the one shown; the budget goes here
+            if judged is not None:
+                section += "\n" + judged.detail
+            if message and failed and oom is None:  # the test's own error is the one shown; the budget goes here
                 section = message + "\n" + section
             item.add_report_section("call", "tpumem", section)
         if oom is not None:
@@ -178,8 +213,9 @@ class TpuMem:
             fail(message)
         if report is None:
             return
-        record(item, row(report, limit, verdict="over budget" if over else "ok"))
-        if over and not failed:
+        verdict = "over budget" if message else "ok"
+        record(item, row(report, limit, verdict=verdict, target=judged))
+        if message and not failed:
             fail(message)
 
     @pytest.hookimpl(tryfirst=True)
@@ -228,6 +264,43 @@ class TpuMem:
         terminalreporter.write_sep("=", "tpumem")
         for line in summary_lines(rows, self.settings.top, quiet):
             terminalreporter.write_line(line)
+
+
+class _NoCapture:
+    programs: list[Any] = []
+    errors: list[str] = []
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _start_capture(budget: Budget | None) -> Any:
+    """For a test judged on a TPU target: jax's caches cleared (so every program it runs is lowered
+    again) and a ProgramCapture to enter around the call; for any other test, a context that does nothing."""
+    if budget is None or budget.target is None:
+        return _NoCapture()
+    import importlib.util
+
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.skip(
+            f"judging this test on {budget.target.topology} ({budget.spelled}) needs libtpu: "
+            "pip install 'pytest-tpumem[tpu]' (brings jax[tpu])"
+        )
+    import jax
+
+    from .capture import CaptureUnavailable, ProgramCapture
+
+    try:
+        capture = ProgramCapture()
+    except CaptureUnavailable as e:
+        problem = str(e)
+    else:
+        jax.clear_caches()
+        return capture
+    fail(f"{budget.spelled}: {problem}")
 
 
 def _is_unittest(item: pytest.Item) -> bool:

@@ -1,0 +1,235 @@
+"""The marker form of TPU targets: the programs a max_hbm test runs on CPU, compiled for the target
+(libtpu, no TPU) and judged there."""
+
+import importlib.util
+
+import pytest
+
+from pytest_tpumem import targets
+
+needs_libtpu = pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is None, reason="needs libtpu: pip install 'pytest-tpumem[tpu]' (CI installs it)"
+)
+
+
+@needs_libtpu
+def test_tile_padding_passes_on_cpu_and_fails_on_the_target(pytester):
+    """Planted: f32[N, 3] is laid out as f32[N, 4] on a TPU, a third more than on the CPU. The same
+    budget passes on the CPU's figures and fails on the target's; a smaller twin passes both."""
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        def scale(x):
+            return x * 2
+
+        @pytest.mark.max_hbm("28MB", target="v5e")
+        def test_padded():
+            x = jnp.ones((1_000_000, 3))
+            y = jax.jit(scale)(x)  # 12 MB in, 12 MB out here; 16 MB each on v5e
+            y.block_until_ready()
+
+        @pytest.mark.max_hbm("28MB", target="v5e")
+        def test_twin():
+            x = jnp.ones((500_000, 3))
+            jax.jit(scale)(x).block_until_ready()
+        """
+    )
+    result = pytester.runpytest("--tpumem", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_padded _*",
+            "max_hbm: scale needs 32.0MB per device compiled for v5e:2x2, over the budget of 28.0MB (max_hbm('28MB', target='v5e'))",
+            "  scale (test_tile_padding*.py:3): v5e:2x2 (1 device): 32.0MB of HBM per device of 16.9GB*",
+            "    largest buffers on v5e:2x2 (per device, as laid out):",
+            "*  16.0MB  f32?1000000,3?  argument 0 (x)",
+            "*  16.0MB  f32?1000000,3?  output from jit(scale)/mul *at test_tile_padding*.py:4 (scale)",
+            "*= tpumem =*",
+            "over budget *cpu:0 24.0MB, v5e:2x2 32.0MB*28.0MB*compiled for v5e:2x2*test_padded",
+            "ok *v5e:2x2 16.0MB*test_twin",
+        ]
+    )
+    result.stdout.fnmatch_lines(["cpu:0: start *, peak 24.0MB by *"])  # the CPU's own figure is within the budget
+
+
+@needs_libtpu
+@pytest.mark.parametrize("option", [False, True])
+def test_no_limit_means_the_chip_and_a_refusal_is_a_budget_failure(pytester, option):
+    """Programs lowered ahead of time count too, so a 20 GiB program is judged without running it:
+    refused by v5e's compiler, fine on v6e."""
+    target = "" if option else 'target="v5e"'
+    pytester.makepyfile(
+        f"""
+        import jax, jax.numpy as jnp, pytest
+
+        BIG = jax.ShapeDtypeStruct((10 * 2**30 // 4,), jnp.float32)  # 10 GiB in, 10 GiB out
+
+        def double(x):
+            return x * 2
+
+        @pytest.mark.max_hbm({target})
+        def test_on_v5e():
+            jax.jit(double).lower(BIG)
+
+        @pytest.mark.max_hbm(target="v6e")
+        def test_on_v6e():
+            jax.jit(double).lower(BIG)
+        """
+    )
+    result = pytester.runpytest("--tpumem", *(["--tpumem-target=v5e"] if option else []))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_on_v5e _*",
+            "max_hbm: the TPU compiler refused double for v5e:2x2, over the budget of 16.9GB (max_hbm(*): v5e's usable HBM)",
+            "  double (test_no_limit*.py:5): v5e:2x2: the TPU compiler refused the program: it needs 21.5GB per device, "
+            "16.9GB is available (required for HLO temporaries (20.00G) exceeds available HBM (15.75G))",
+            "    largest buffers on v5e:2x2 (per device, as laid out):",
+            "*  10.7GB  f32?2684354560?  argument 0 (x)",
+            "*  10.7GB  f32?2684354560?  output from jit(double)/mul*",
+        ]
+    )
+    if option:
+        result.stdout.fnmatch_lines(["tpumem: target v5e:2x2: 16.9GB usable HBM per chip (budgeted tests' programs are compiled for it*"])
+
+
+@needs_libtpu
+def test_the_target_option_judges_every_budgeted_test(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        def test_marked():
+            jax.jit(lambda x: x + 1)(jnp.ones(1000)).block_until_ready()
+
+        def test_default_budget():
+            jax.jit(lambda x: x - 1)(jnp.ones(1000)).block_until_ready()
+
+        def test_runs_no_program():
+            pass
+        """
+    )
+    result = pytester.runpytest("--tpumem", "--tpumem-target=v6e:2x2", "--tpumem-max-hbm=2GB", "-rA")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert out.count("compiled for v6e:2x2: 3 programs the test ran") == 2, out  # ones() is two eager programs
+    assert out.count("compiled for v6e:2x2: 0 programs the test ran (none: it ran no jitted program)") == 1, out
+
+
+@needs_libtpu
+def test_a_program_the_target_cannot_hold_is_named_not_passed(pytester):
+    """A program sharded over both CPU devices cannot be laid out on a one-chip topology: the test
+    fails and says which program and why, instead of passing unjudged."""
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, numpy as np, pytest
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+        @pytest.mark.max_hbm(target="v5e:1x1")
+        def test_two_devices():
+            mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
+            x = jax.device_put(jnp.ones(1024), NamedSharding(mesh, P("data")))
+            jax.jit(lambda a: a * 2)(x).block_until_ready()
+        """
+    )
+    result = pytester.runpytest("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "max_hbm: 1 program the test ran could not be compiled for v5e:1x1, so the test is not judged there*",
+            "  <lambda> (*): not compiled for the target: it uses cpu:1, and v5e:1x1 has 1 devices; pick a topology*",
+        ]
+    )
+
+
+@needs_libtpu
+def test_sharded_programs_keep_their_layout_on_the_target():
+    """The capture itself, in this process: a program sharded over the 2 CPU devices is laid out on
+    2 of v5e:2x2's chips (half the argument each), a with_sharding_constraint inside it included."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from pytest_tpumem.capture import ProgramCapture
+    from pytest_tpumem.estimate import judge_programs
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
+    split = NamedSharding(mesh, P("data"))
+
+    def step(a):
+        return jax.lax.with_sharding_constraint(jnp.tanh(a) * 2, split)
+
+    jax.clear_caches()
+    capture = ProgramCapture()
+    with capture:
+        whole = jnp.ones(2**22)  # 16 MiB
+        jax.jit(step)(jax.device_put(whole, split)).block_until_ready()
+        jax.jit(lambda a: jnp.tanh(a) * 2)(whole).block_until_ready()
+    from jax._src import pjit
+
+    assert pjit._resolve_and_lower.__name__ == "_resolve_and_lower"  # the hook is gone again
+    assert not capture.errors
+    judged = {j.program: j for j in judge_programs(capture.programs, targets.parse_target("v5e"))}
+    sharded, single = judged["step"], judged["<lambda>"]
+    assert sharded.reason == "" and single.reason == ""
+    assert (sharded.estimate.devices, single.estimate.devices) == (2, 1)
+    assert sharded.estimate.arguments == single.estimate.arguments // 2 == 2**21 * 4
+    assert sharded.estimate.peak < single.estimate.peak
+
+
+def test_tests_without_a_target_install_nothing(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+        from jax._src import pjit
+
+        @pytest.mark.max_hbm("1GB")
+        def test_budget_only():
+            assert pjit._resolve_and_lower.__name__ == "_resolve_and_lower"
+
+        def test_plain():
+            assert pjit._resolve_and_lower.__name__ == "_resolve_and_lower"
+        """
+    )
+    pytester.runpytest("--tpumem").assert_outcomes(passed=2)
+
+
+def test_missing_libtpu_skips_before_the_test_runs(pytester, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else real(name, *a))
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.max_hbm(target="v5e")
+        def test_needs_libtpu():
+            raise AssertionError("the body ran")
+        """
+    )
+    result = pytester.runpytest("--tpumem", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED * judging this test on v5e:2x2 (max_hbm(target='v5e'): v5e's usable HBM) needs libtpu: pip install 'pytest-tpumem?tpu?'*"]
+    )
+
+
+@needs_libtpu
+def test_parallel_workers_compile_for_the_target(pytester):
+    """pytest-xdist workers each load libtpu to compile; its lockfile would stop the second one."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        @pytest.mark.parametrize("n", range(4))
+        @pytest.mark.max_hbm(target="v5e")
+        def test_compiles(n):
+            jax.jit(lambda x: x * n)(jnp.ones(1000 + n)).block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=4)
+    assert "lockfile" not in result.stdout.str() + result.stderr.str()
