@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from . import sources
@@ -34,13 +34,30 @@ class CapturedProgram:
     """One program as jax was about to lower it."""
 
     name: str
-    jaxpr: Any  # ClosedJaxpr (jax 0.10) or Jaxpr with consts (0.11)
+    jaxpr: Any  # the program without its constants' values: jax 0.10's open Jaxpr, or 0.11's Jaxpr
+    consts: tuple[tuple[Any, Any], ...]  # (aval, sharding or None) of each constant, in order
     avals: tuple[Any, ...]  # per argument
-    shardings: tuple[Any, ...]  # per argument: the jit's in_sharding where given, else the argument's
+    shardings: tuple[Any, ...]  # per argument: the jit's in_sharding where given, else a committed
+    # argument's own; None where jax was free to place it
     out_shardings: tuple[Any, ...]
     donated: tuple[bool, ...]
     keep_unused: bool
     resident: int  # bytes of other arrays in use on the busiest device when it was lowered
+    x64: bool  # jax_enable_x64 when it was traced: the program is traced again under the same
+    ctx_mesh: Any = None  # the mesh in context (jax.set_mesh / use_mesh), if any
+
+    @property
+    def eager(self) -> bool:
+        """One primitive that jax ran outside of any jit (``jnp.ones(...)``, ``x + 1``), or a program
+        with no operation at all (a conversion to the dtype it already has)."""
+        eqns = getattr(self.jaxpr, "eqns", ())
+        return len(eqns) == 0 or (len(eqns) == 1 and eqns[0].primitive.name == self.name)
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of its arguments and results, at their full (unsharded) sizes on the run's devices."""
+        outs = [v.aval for v in getattr(self.jaxpr, "outvars", ())]
+        return sum(_nbytes(a) for a in (*self.avals, *outs))
 
     @property
     def source(self) -> str:
@@ -79,6 +96,31 @@ def own_lowering() -> Iterator[None]:
 
 def _specified(sharding: Any) -> bool:
     return hasattr(sharding, "device_set")
+
+
+def _nbytes(aval: Any) -> int:
+    try:
+        return math.prod(aval.shape) * aval.dtype.itemsize
+    except Exception:
+        return 0
+
+
+def _abstract_consts(jaxpr: Any) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
+    """The program with its constants reduced to their types and placements, so that recording
+    it keeps no array alive (a closed-over array must be freed when the test drops it)."""
+    import jax
+
+    consts = list(getattr(jaxpr, "consts", ()))
+    specs = []
+    for c in consts:
+        committed = isinstance(c, jax.Array) and getattr(c, "_committed", True)
+        specs.append((jax.typeof(c), c.sharding if committed else None))
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    if inner is not jaxpr:  # jax 0.10: a ClosedJaxpr around an open Jaxpr that holds no values
+        return inner, tuple(specs)
+    # jax 0.11: the Jaxpr carries its consts (their count is its number of constvars): keep the count
+    placeholders = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a, _ in specs]
+    return jaxpr.replace(consts=placeholders), tuple(specs)
 
 
 def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, int]:
@@ -128,7 +170,7 @@ class ProgramCapture:
                 try:
                     capture._record(signature.bind(*args, **kwargs).arguments)
                 except Exception as e:  # never break the user's program: it is reported at judgement
-                    capture.errors.append(f"{type(e).__name__}: {e}")
+                    capture.errors.append(f"a program could not be recorded: {type(e).__name__}: {e}")
             return original(*args, **kwargs)
 
         self._module._resolve_and_lower = recording
@@ -141,29 +183,39 @@ class ProgramCapture:
             self._installed = False
 
     def _record(self, bound: dict[str, Any]) -> None:
+        import jax
+
         if bound.get("lowering_platforms"):
             return  # lowered for named platforms (jax.export and the like): not a program this test runs here
-        jaxpr = bound["jaxpr"]
         metas = tuple(bound["args"])
         in_shardings = tuple(bound.get("in_shardings") or (None,) * len(metas))
         avals = tuple(m.aval for m in metas)
-        shardings = tuple(s if _specified(s) else m.sharding for s, m in zip(in_shardings, metas))
-        key = (id(jaxpr), avals, shardings)
+        shardings = tuple(
+            s if _specified(s) else (m.sharding if getattr(m, "committed", True) else None)
+            for s, m in zip(in_shardings, metas)
+        )
+        jaxpr, consts = _abstract_consts(bound["jaxpr"])
+        name = str(bound.get("name") or "program")
+        program = CapturedProgram(
+            name=name,
+            jaxpr=jaxpr,
+            consts=consts,
+            avals=avals,
+            shardings=shardings,
+            out_shardings=tuple(bound.get("out_shardings") or ()),
+            donated=tuple(bool(d) for d in bound.get("donated_invars") or (False,) * len(metas)),
+            keep_unused=bool(bound.get("keep_unused", False)),
+            resident=0,
+            x64=bool(jax.config.read("jax_enable_x64")),
+            ctx_mesh=bound.get("ctx_mesh"),
+        )
+        # The same program lowered again (a leak check's next iteration, a loop over jit(lambda))
+        # is recorded once; its structure, types and placements are what the target sees.
+        key = (name, program.source, len(getattr(jaxpr, "eqns", ())), avals, shardings, consts, program.x64)
         if key in self._seen:
             return
         self._seen.add(key)
         used = sources.read_used(sources.local_devices())
-        args = _arg_bytes(avals, shardings)
+        args = _arg_bytes(avals, tuple(m.sharding for m in metas))
         resident = max((n - args.get(label, 0) for label, n in used.items()), default=0)
-        self.programs.append(
-            CapturedProgram(
-                name=str(bound.get("name") or "program"),
-                jaxpr=jaxpr,
-                avals=avals,
-                shardings=shardings,
-                out_shardings=tuple(bound.get("out_shardings") or ()),
-                donated=tuple(bool(d) for d in bound.get("donated_invars") or (False,) * len(metas)),
-                keep_unused=bool(bound.get("keep_unused", False)),
-                resident=max(resident, 0),
-            )
-        )
+        self.programs.append(replace(program, resident=max(resident, 0)))

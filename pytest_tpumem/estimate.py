@@ -97,6 +97,15 @@ def _abstract(tree: Any, sharding: Any) -> Any:
     return jax.tree.map(leaf, tree)
 
 
+def _text(lowered: Any) -> str:
+    """The lowered module with its source locations (two programs that differ only in where they
+    come from must not share a cached estimate: its buffers name source lines)."""
+    try:
+        return lowered.as_text(debug_info=True)
+    except TypeError:  # an older jax without the keyword
+        return lowered.as_text()
+
+
 def _size(number: str, unit: str) -> int:
     return int(float(number) * _BINARY[unit])
 
@@ -113,7 +122,7 @@ def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, device
     name = getattr(jitted, "__name__", "") or ""
     with own_lowering():
         lowered = jitted.lower(*args, **kwargs)
-        key = (target.topology, devices, lowered.as_text())
+        key = (target.topology, devices, _text(lowered))
         cached = _CACHE.get(key)
         if cached is not None:
             _CACHE.move_to_end(key)
@@ -202,7 +211,11 @@ def _named_arguments(estimate: HbmEstimate, program: CapturedProgram) -> HbmEsti
     named = []
     for b in estimate.buffers:
         m = re.fullmatch(r"xs\[(\d+)\]", b.op) if b.kind.startswith("argument") else None
-        named.append(replace(b, op=program.arg_name(int(m[1])) or b.op) if m else b)
+        if m:
+            index = int(m[1]) - len(program.consts)
+            name = program.arg_name(index) if index >= 0 else "a constant of the program"
+            b = replace(b, op=name or b.op)
+        named.append(b)
     return replace(estimate, buffers=tuple(named))
 
 
@@ -215,6 +228,7 @@ class ProgramJudgement:
     resident: int  # bytes of other arrays in use when the test first lowered it (the run's sizes)
     estimate: HbmEstimate | None
     reason: str = ""  # set where it could not be compiled for the target
+    skipped: bool = False  # a small eager operation, not compiled (see SMALL_EAGER)
 
     @property
     def need(self) -> int:
@@ -224,16 +238,26 @@ class ProgramJudgement:
         return self.estimate.peak + self.resident
 
 
+SMALL_EAGER = 2**20  # an eager operation on less data than this (arguments + result) is not compiled
+
+
 def judge_programs(programs: list[CapturedProgram], target: Target) -> list[ProgramJudgement]:
-    """Compile every captured program for ``target``."""
+    """Compile every captured program for ``target``, except eager operations on less than
+    SMALL_EAGER bytes: one primitive on that little data cannot move a budget, and each distinct
+    shape would cost a TPU compile (~50 ms)."""
     from .retarget import NotRetargetable, retarget
 
     devices = topology_devices(target.topology)
     out = []
     for program in programs:
         try:
-            jitted, args, used = retarget(program, devices, target.topology)
-            estimate = _named_arguments(compile_estimate(jitted, args, {}, target, used), program)
+            if program.eager and program.data_bytes < SMALL_EAGER:
+                out.append(ProgramJudgement(program.name, program.source, program.resident, None, skipped=True))
+                continue
+            moved = retarget(program, devices, target.topology)
+            with moved.context():
+                estimate = compile_estimate(moved.jitted, moved.args, {}, target, moved.devices)
+            estimate = _named_arguments(estimate, program)
         except NotRetargetable as e:
             out.append(ProgramJudgement(program.name, program.source, program.resident, None, str(e)))
             continue

@@ -168,11 +168,15 @@ def hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
             )
         except LibtpuMissing as e:
-            missing = str(e)
+            missing, bad = str(e), None
+        except TargetError as e:  # a topology libtpu cannot lay out
+            missing, bad = None, f"hbm_estimate(target={chosen.topology!r}): {e}"
         else:
-            missing = None
+            missing = bad = None
         if missing is not None:
             pytest.skip(missing)
+        if bad is not None:
+            fail(bad)
         over = report.refused or report.peak > limit
         record(
             request.node,

@@ -74,12 +74,18 @@ def target_message(judgements: list[Any], errors: list[str], limit: int, spelled
     """Judge each program compiled for the target against ``limit``; programs that could not be
     compiled there (or capture errors) fail the test too, since it was not judged."""
     judged = sorted((j for j in judgements if j.estimate is not None), key=lambda j: -j.need)
-    unjudged = [j for j in judgements if j.estimate is None]
+    small = [j for j in judgements if j.skipped]
+    unjudged = [j for j in judgements if j.estimate is None and not j.skipped]
     over = [j for j in judged if j.estimate.refused or j.need > limit]
     topo = target.topology
     detail = [f"compiled for {topo}: {len(judged)} program{'s' if len(judged) != 1 else ''} the test ran"]
+    if small:
+        detail[0] += f"; {len(small)} eager operation{'s' if len(small) != 1 else ''} on under 1 MiB each not compiled"
     if not judgements and not errors:
-        detail[0] += " (none: it ran no jitted program)"
+        detail[0] += (
+            " (none was lowered during the test; programs compiled ahead of time before it, with"
+            " .lower().compile() in a fixture or at import, are not seen)"
+        )
     detail += ["  " + _judgement_line(j) for j in judged + unjudged]
     message = []
     if over:
@@ -102,7 +108,7 @@ def target_message(judgements: list[Any], errors: list[str], limit: int, spelled
             "so the test is not judged there (judge it with the hbm_estimate fixture instead):"
         )
         message += ["  " + _judgement_line(j) for j in unjudged]
-        message += [f"  a program could not be recorded: {e}" for e in errors]
+        message += [f"  {e}" for e in errors]
     return TargetVerdict(
         failed=bool(message),
         message="\n".join(message),

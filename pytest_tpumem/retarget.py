@@ -9,7 +9,7 @@ with_sharding_constraint). What cannot be moved raises NotRetargetable with the 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .capture import CapturedProgram
 
@@ -25,6 +25,21 @@ class DeviceMap:
         self.target = target_devices
         self.topology = topology
         self.used: set[int] = set()  # indices of target devices the program was laid out on
+        self._abstract_device: Any = None
+
+    def abstract_mesh(self, mesh: Any) -> Any:
+        """A device-free mesh (shard_map, explicit sharding) that still says which kind of device it
+        is for: the same axes, for the target's kind."""
+        if getattr(mesh, "empty", False) or not hasattr(mesh, "update"):
+            return mesh
+        if self._abstract_device is None:
+            import numpy as np
+            from jax.sharding import Mesh
+
+            self._abstract_device = Mesh(np.array(self.target[:1]), ("_",)).abstract_mesh.abstract_device
+        if getattr(mesh, "abstract_device", None) == self._abstract_device:
+            return mesh
+        return mesh.update(abstract_device=self._abstract_device)
 
     def device(self, d: Any) -> Any:
         index = d.id
@@ -52,9 +67,8 @@ class DeviceMap:
         from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 
         if isinstance(s, NamedSharding):
-            if not isinstance(s.mesh, Mesh):  # an AbstractMesh names no devices
-                return s
-            return NamedSharding(self.mesh(s.mesh), s.spec, memory_kind=s.memory_kind)
+            mesh = self.mesh(s.mesh) if isinstance(s.mesh, Mesh) else self.abstract_mesh(s.mesh)
+            return s if mesh is s.mesh else NamedSharding(mesh, s.spec, memory_kind=s.memory_kind)
         if isinstance(s, SingleDeviceSharding):
             return SingleDeviceSharding(self.device(next(iter(s.device_set))), memory_kind=s.memory_kind)
         raise NotRetargetable(f"its {type(s).__name__} cannot be moved to another device kind")
@@ -68,6 +82,8 @@ class DeviceMap:
             return self.sharding(v)
         if isinstance(v, Mesh):
             return self.mesh(v)
+        if type(v).__name__ == "AbstractMesh":
+            return self.abstract_mesh(v)
         if isinstance(v, jax.Device):
             return self.device(v)
         if isinstance(v, (tuple, list)):
@@ -88,34 +104,97 @@ class DeviceMap:
             params = {k: self.value(v) for k, v in eqn.params.items()}
             if any(params[k] is not eqn.params[k] for k in params):
                 eqn, changed = eqn.replace(params=params), True
+            ctx = self._context(eqn.ctx)
+            if ctx is not eqn.ctx:
+                eqn, changed = eqn.replace(ctx=ctx), True
             eqns.append(eqn)
         return j.replace(eqns=eqns) if changed else j
 
+    def _context(self, ctx: Any) -> Any:
+        """An equation's context names the abstract mesh it was traced under (shard_map bodies,
+        explicit sharding); jax checks it against its operands' meshes, so it moves too."""
+        import copy
 
-def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology: str) -> tuple[Callable[..., Any], list[Any], int]:
-    """``(jitted, abstract_args, devices_used)``: ``jitted.lower(*abstract_args)`` compiles the
-    program for the target's devices."""
+        mesh = getattr(ctx, "cur_abstract_mesh", None)
+        moved = self.abstract_mesh(mesh) if mesh is not None else None
+        if moved is mesh:
+            return ctx
+        try:
+            ctx = copy.copy(ctx)
+            object.__setattr__(ctx, "cur_abstract_mesh", moved)
+        except Exception as e:
+            raise NotRetargetable(f"the mesh its operations were traced under cannot be moved ({e})") from None
+        return ctx
+
+
+def _placed(aval: Any, sharding: Any) -> Any:
     import jax
-    from jax.extend.core import jaxpr_as_fun
+
+    if not hasattr(aval, "shape") or not hasattr(aval, "dtype"):
+        raise NotRetargetable(f"it takes a {type(aval).__name__} argument, which has no shape and dtype")
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding, weak_type=getattr(aval, "weak_type", False))
+
+
+class Retargeted(NamedTuple):
+    """``with context: jitted.lower(*args)`` lowers the program for the target's devices."""
+
+    jitted: Callable[..., Any]
+    args: list[Any]  # abstract: the program's constants first (the capture kept no array), then its arguments
+    devices: int  # target devices the program is laid out on
+    context: Callable[[], Any]  # a new context manager: the trace context the test had (x64, its mesh)
+
+
+def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology: str) -> Retargeted:
+    """The program moved onto the target's devices."""
+    import contextlib
+
+    import jax
+    from jax._src.core import eval_jaxpr
 
     moved = DeviceMap(target_devices, topology)
-    args = []
-    for aval, sharding in zip(program.avals, program.shardings):
-        if not hasattr(aval, "shape") or not hasattr(aval, "dtype"):
-            raise NotRetargetable(f"it takes a {type(aval).__name__} argument, which has no shape and dtype")
-        placed = moved.sharding(sharding) if hasattr(sharding, "device_set") else None
-        args.append(jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=placed, weak_type=getattr(aval, "weak_type", False)))
-    if all(a.sharding is None for a in args):
-        moved.used.add(0)
-        args = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=jax.sharding.SingleDeviceSharding(target_devices[0]), weak_type=a.weak_type) for a in args]
+    jaxpr = moved.jaxpr(program.jaxpr)
+    inputs = [*program.consts, *zip(program.avals, program.shardings)]
+    args = [_placed(aval, moved.sharding(s) if hasattr(s, "device_set") else None) for aval, s in inputs]
     outs = [moved.sharding(s) if hasattr(s, "device_set") else None for s in program.out_shardings]
-    body = jaxpr_as_fun(moved.jaxpr(program.jaxpr))
+    mesh = program.ctx_mesh
+    concrete = _target_mesh(moved, mesh) if mesh is not None and not getattr(mesh, "empty", True) else None
+    if not moved.used:  # nothing names a device: the program runs on one, as jax would place it
+        moved.used.add(0)
+        one = jax.sharding.SingleDeviceSharding(target_devices[0])
+        args = [_placed(a, one) for a in args]
+    n_consts = len(program.consts)
 
-    def run(*xs: Any) -> Any:  # its arguments are traced as xs[i]; estimate._named_arguments renames them
-        results = body(*xs)
+    def run(*xs: Any) -> Any:  # traced as xs[i]; estimate._named_arguments gives the names back
+        results = eval_jaxpr(jaxpr, list(xs[:n_consts]), *xs[n_consts:])
         return [jax.lax.with_sharding_constraint(r, s) if s is not None else r for r, s in zip(results, outs + [None] * len(results))]
 
     run.__name__ = run.__qualname__ = program.name  # the compiled program (and its buffers) keep the test's name
-    donate = tuple(i for i, d in enumerate(program.donated) if d)
+    donate = tuple(n_consts + i for i, d in enumerate(program.donated) if d)
     jitted = jax.jit(run, donate_argnums=donate, keep_unused=program.keep_unused)
-    return jitted, args, max(len(moved.used), 1)
+
+    @contextlib.contextmanager
+    def context() -> Any:
+        with jax.enable_x64(program.x64):
+            if concrete is None:
+                yield
+            else:
+                with (getattr(jax, "set_mesh", None) or jax.sharding.use_mesh)(concrete):
+                    yield
+
+    return Retargeted(jitted, args, max(len(moved.used), 1), context)
+
+
+def _target_mesh(moved: DeviceMap, mesh: Any) -> Any:
+    """A mesh of the target's devices shaped as the test's context mesh (jax.set_mesh) was."""
+    import math
+
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    sizes = tuple(mesh.axis_sizes) if hasattr(mesh, "axis_sizes") else tuple(mesh.devices.shape)
+    if math.prod(sizes) > len(moved.target):
+        raise NotRetargetable(f"its mesh has {math.prod(sizes)} devices, and {moved.topology} has {len(moved.target)}")
+    devices = np.array(moved.target[: math.prod(sizes)], dtype=object).reshape(sizes)
+    moved.used.update(range(math.prod(sizes)))
+    return Mesh(devices, tuple(mesh.axis_names), axis_types=tuple(mesh.axis_types))

@@ -61,13 +61,15 @@ class TpuMem:
                 "tpumem: devices are read in the pytest-xdist workers; "
                 f"default budget {format_size(self.settings.max_hbm) if self.settings.max_hbm else 'none'}, "
                 f"leak threshold {format_size(self.settings.leak_threshold)}/iteration"
-            ]
+            ] + self._target_line()
         from .sources import backend_summary
 
         try:
             s = backend_summary()
         except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
-            return [f"tpumem: the jax backend did not start, so no device can be read: {str(e).splitlines()[0][:200]}"]
+            return self._target_line() + [
+                f"tpumem: the jax backend did not start, so no device can be read: {str(e).splitlines()[0][:200]}"
+            ]
         known = s["known_stats"]
         if not s["memory_stats"]:
             stats = "no memory_stats"
@@ -77,19 +79,21 @@ class TpuMem:
         host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
         budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
         limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
-        lines = []
-        if self.settings.target:
-            from .targets import parse_target
-
-            lines.append(
-                f"tpumem: target {parse_target(self.settings.target).describe()} "
-                "(budgeted tests' programs are compiled for it; hbm_estimate's default)"
-            )
-        return lines + [
+        return self._target_line() + [
             f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
             f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
             f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",
             f"tpumem: default budget {budget}, leak threshold {format_size(self.settings.leak_threshold)}/iteration",
+        ]
+
+    def _target_line(self) -> list[str]:
+        if not self.settings.target:
+            return []
+        from .targets import parse_target
+
+        return [
+            f"tpumem: target {parse_target(self.settings.target).describe()} "
+            "(budgeted tests' programs are compiled for it; hbm_estimate's default)"
         ]
 
     def _budget(self, item: pytest.Item) -> Budget | None:
@@ -194,7 +198,11 @@ class TpuMem:
         if budget is not None and budget.target is not None and oom is None:
             from .estimate import judge_programs
 
-            judgements = judge_programs(capture.programs, budget.target)
+            try:
+                judgements = judge_programs(capture.programs, budget.target)
+            except Exception as e:  # never an INTERNALERROR, never a silent pass: the test is not judged
+                judgements = []
+                capture.errors.append(f"judging for {budget.target.topology} failed: {type(e).__name__}: {e}")
             judged = target_message(judgements, capture.errors, budget.limit, budget.spelled, budget.target)
             if judged.failed:
                 messages.append(judged.message)
@@ -292,10 +300,12 @@ def _start_capture(budget: Budget | None) -> Any:
     import jax
 
     from .capture import CaptureUnavailable, ProgramCapture
+    from .targets import TargetError, topology_devices
 
     try:
+        topology_devices(budget.target.topology)  # a topology libtpu cannot build fails before the test runs
         capture = ProgramCapture()
-    except CaptureUnavailable as e:
+    except (CaptureUnavailable, TargetError) as e:
         problem = str(e)
     else:
         jax.clear_caches()

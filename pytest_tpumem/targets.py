@@ -79,4 +79,8 @@ def topology_devices(topology: str) -> tuple[Any, ...]:
     kwargs = {}
     if all(d == "1" for d in dims):  # one chip: the default host bounds (2x2x1) do not divide it
         kwargs["chips_per_host_bounds"] = (1, 1, 1)
-    return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
+    try:
+        return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
+    except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise TargetError(f"libtpu cannot lay out the topology {topology}: {first}") from None
