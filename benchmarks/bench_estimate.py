@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -75,7 +76,8 @@ for target in sys.argv[1].split(","):
         t = time.perf_counter()
         report = estimate_hbm(train_step, params, opt_state, tokens, target=target)
         out["runs"].append({"target": report.target, "attempt": attempt, "seconds": time.perf_counter() - t,
-                            "peak": report.peak, "capacity": report.capacity, "refused": report.refused})
+                            "peak": report.peak, "xla_peak": report.xla_peak, "capacity": report.capacity,
+                            "refused": report.refused})
 print("RESULT " + json.dumps(out))
 """
 
@@ -95,9 +97,9 @@ def main() -> None:
     a = ap.parse_args()
     import jax
 
-    print(f"python {sys.version.split()[0]}, jax {jax.__version__}")
+    print(f"python {sys.version.split()[0]}, jax {jax.__version__}, load average {os.getloadavg()[0]:.2f} before")
     rows: dict[tuple[str, str], list[float]] = {}
-    info: dict[str, tuple[int, int, bool]] = {}
+    info: dict[str, tuple[int, int, int, bool]] = {}
     params = 0
     for r in range(a.rounds):
         # Alternate the order of the targets so that neither is always the first (cold libtpu).
@@ -108,14 +110,15 @@ def main() -> None:
         for run in result["runs"]:
             key = (run["target"], f"{run['attempt']} ({'first' if run['target'].startswith(order[0]) else 'second'} in process)")
             rows.setdefault((run["target"], run["attempt"]), []).append(run["seconds"])
-            info[run["target"]] = (run["peak"], run["capacity"], run["refused"])
+            info[run["target"]] = (run["peak"], run["xla_peak"], run["capacity"], run["refused"])
             print(f"round {r + 1}: {key[0]:10s} {key[1]:28s} {run['seconds']:.2f} s")
     print(f"\nmodel: {params / 1e6:.1f}M parameters, adam, batch 8 x 512 tokens, float32, one device of each target")
-    print(f"{'target':10s} {'attempt':6s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  peak per device / capacity")
+    print(f"{'target':10s} {'attempt':6s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  HBM per device / capacity (XLA's peak)")
     for (target, attempt), secs in sorted(rows.items()):
-        peak, cap, refused = info[target]
-        what = "refused by the compiler" if refused else f"{peak / 1e9:.2f} GB / {cap / 1e9:.2f} GB"
+        peak, xla_peak, cap, refused = info[target]
+        what = "refused by the compiler" if refused else f"{peak / 1e9:.2f} GB / {cap / 1e9:.2f} GB ({xla_peak / 1e9:.2f} GB)"
         print(f"{target:10s} {attempt:6s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  {what}")
+    print(f"load average {os.getloadavg()[0]:.2f} after")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ is run three ways in subprocesses, alternated within each round and repeated:
     tpumem   pytest -q --tpumem                       (tests unmarked: nothing measured)
     budget   pytest -q --tpumem --tpumem-max-hbm 1GB  (every test measured: PeakTracker)
     budget-nosampler  with --nosampler: budget plus --tpumem-sample-ms 0 (the sampler thread's share)
+    budget-target     with --target v5e: budget plus --tpumem-target v5e, so every test's programs are
+                      also compiled for the TPU target (needs libtpu)
 
 Then, in this process, the cost of one PeakTracker start()/stop() around a tiny jit test.
 
 Ratios are per round (variant / base of the same round); reported as median and spread.
 
-    python benchmarks/bench_suite.py [--rounds 5] [--files 10] [--per-file 32] [--nosampler]
+    python benchmarks/bench_suite.py [--rounds 5] [--files 10] [--per-file 32] [--nosampler] [--target v5e]
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nosampler", action="store_true", help="add the diagnostic variant budget-nosampler")
+    ap.add_argument("--target", help="add the variant budget-target: every test also compiled for this TPU target")
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--per-file", type=int, default=32)
     args = ap.parse_args()
@@ -135,6 +138,8 @@ def main() -> None:
     variants = dict(VARIANTS)
     if args.nosampler:
         variants[NOSAMPLER[0]] = NOSAMPLER[1]
+    if args.target:
+        variants["budget-target"] = [*VARIANTS["budget"], "--tpumem-target", args.target]
     with tempfile.TemporaryDirectory(prefix="tpumem-bench-suite-") as suite:
         n = write_suite(suite, args.files, args.per_file)
         print(f"suite: {n} tests in {args.files} files under {suite}; {args.rounds} rounds, order rotated each round")

@@ -2,8 +2,9 @@
 
 No TPU is needed: libtpu compiles for a topology's compile-only devices. Every compile runs with
 XLA's dump on (it costs no measurable time next to the compile): its buffer assignment gives the
-HBM the program is laid out in, per device, tile padding included, and its largest buffers. XLA's
-``peak_memory_in_bytes`` on TPU also counts on-chip scratch (VMEM, SMEM: 64 MiB for one plain
+HBM the program is laid out in, per device, tile padding included (the total the compiler itself
+compares with the chip's capacity when it refuses a program), and its largest buffers. XLA's
+``peak_memory_in_bytes`` on TPU can count on-chip scratch too (VMEM, SMEM: 64 MiB for one plain
 matmul on v5e), so it is kept as ``xla_peak`` and only used where no dump was written.
 """
 
