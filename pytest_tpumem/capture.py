@@ -43,7 +43,7 @@ class CapturedProgram:
     donated: tuple[bool, ...]
     keep_unused: bool
     resident: int  # bytes of other arrays in use on the busiest device when it was lowered
-    x64: bool  # jax_enable_x64 when it was traced: the program is traced again under the same
+    x64: bool  # jax_enable_x64 when it was traced; it is traced for the target under the same value
     ctx_mesh: Any = None  # the mesh in context (jax.set_mesh / use_mesh), if any
 
     @property
@@ -129,7 +129,7 @@ def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, 
         if not _specified(sharding) or not hasattr(aval, "shape"):
             continue
         try:
-            n = math.prod(sharding.shard_shape(aval.shape)) * aval.dtype.itemsize
+            n = sources.shard_bytes(aval.shape, aval.dtype, sharding)
             for dev in sharding.device_set:
                 label = sources.device_label(dev)
                 out[label] = out.get(label, 0) + n

@@ -73,6 +73,10 @@ class DeviceMap:
             return SingleDeviceSharding(self.device(next(iter(s.device_set))), memory_kind=s.memory_kind)
         raise NotRetargetable(f"its {type(s).__name__} cannot be moved to another device kind")
 
+    def placement(self, s: Any) -> Any:
+        """A placement (an argument's or a result's) moved; None (jax's choice) stays None."""
+        return self.sharding(s) if hasattr(s, "device_set") else None
+
     def value(self, v: Any) -> Any:
         """Any jaxpr parameter: shardings, meshes, devices and sub-programs are moved; the rest kept."""
         import jax
@@ -154,8 +158,8 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
     moved = DeviceMap(target_devices, topology)
     jaxpr = moved.jaxpr(program.jaxpr)
     inputs = [*program.consts, *zip(program.avals, program.shardings)]
-    args = [_placed(aval, moved.sharding(s) if hasattr(s, "device_set") else None) for aval, s in inputs]
-    outs = [moved.sharding(s) if hasattr(s, "device_set") else None for s in program.out_shardings]
+    args = [_placed(aval, moved.placement(s)) for aval, s in inputs]
+    outs = [moved.placement(s) for s in program.out_shardings]
     mesh = program.ctx_mesh
     concrete = _target_mesh(moved, mesh) if mesh is not None and not getattr(mesh, "empty", True) else None
     if not moved.used:  # nothing names a device: the program runs on one, as jax would place it
@@ -188,7 +192,6 @@ def _target_mesh(moved: DeviceMap, mesh: Any) -> Any:
     """A mesh of the target's devices shaped as the test's context mesh (jax.set_mesh) was."""
     import math
 
-    import jax
     import numpy as np
     from jax.sharding import Mesh
 

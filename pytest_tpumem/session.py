@@ -3,6 +3,7 @@ budgeted and leak-checked tests, fails them, collects the rows and prints the su
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
@@ -274,22 +275,11 @@ class TpuMem:
             terminalreporter.write_line(line)
 
 
-class _NoCapture:
-    programs: list[Any] = []
-    errors: list[str] = []
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _start_capture(budget: Budget | None) -> Any:
     """For a test judged on a TPU target: jax's caches cleared (so every program it runs is lowered
     again) and a ProgramCapture to enter around the call; for any other test, a context that does nothing."""
     if budget is None or budget.target is None:
-        return _NoCapture()
+        return contextlib.nullcontext()
     import importlib.util
 
     if importlib.util.find_spec("libtpu") is None:

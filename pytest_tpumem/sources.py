@@ -60,6 +60,11 @@ def memory_stats(device: Any) -> dict[str, Any] | None:
         return None
 
 
+def shard_bytes(shape: Any, dtype: Any, sharding: Any) -> int:
+    """Bytes of one shard of an array of ``shape`` and ``dtype`` laid out by ``sharding``."""
+    return math.prod(sharding.shard_shape(shape)) * dtype.itemsize
+
+
 def live_bytes_by_device() -> dict[str, int]:
     """Bytes of the addressable shards of every live array, per device label."""
     import jax
@@ -68,10 +73,10 @@ def live_bytes_by_device() -> dict[str, int]:
     for arr in jax.live_arrays():
         try:
             sharding = arr.sharding
-            shard_bytes = math.prod(sharding.shard_shape(arr.shape)) * arr.dtype.itemsize
+            n = shard_bytes(arr.shape, arr.dtype, sharding)
             for dev in sharding.addressable_devices:
                 label = device_label(dev)
-                out[label] = out.get(label, 0) + shard_bytes
+                out[label] = out.get(label, 0) + n
         except Exception:
             # Extended dtypes (PRNG keys) or arrays deleted while we walk: count shard by shard.
             try:
