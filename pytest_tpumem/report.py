@@ -18,6 +18,40 @@ STAND_IN_NOTE = (
 _RANK = {"oom": 0, "leak": 1, "over budget": 2, "ok": 3}
 
 
+def versions_line(versions: dict[str, str]) -> str:
+    """The header before any device is read: what is installed, and when the devices will be read."""
+    installed = ", ".join(f"{name} {v}" for name, v in versions.items()) or "jax not installed"
+    return (
+        f"tpumem: {installed}; devices are read when the first measured test starts "
+        "(after the suite has configured jax) and listed in the summary"
+    )
+
+
+def settings_line(max_hbm: int | None, leak_threshold: int) -> str:
+    budget = format_size(max_hbm) if max_hbm else "none"
+    return f"tpumem: default budget {budget}, leak threshold {format_size(leak_threshold)}/iteration"
+
+
+def backend_lines(s: dict[str, Any]) -> list[str]:
+    """The backend, its devices and the sources they offer (``sources.backend_summary()``)."""
+    if "error" in s:
+        return [f"tpumem: the jax backend did not start, so no device can be read: {s['error']}"]
+    known = s["known_stats"]
+    if not s["memory_stats"]:
+        stats = "no memory_stats"
+    else:
+        stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
+    stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
+    host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
+    limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
+    devices = s["devices"]
+    return [
+        f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
+        f"{len(devices)} local device{'s' if len(devices) != 1 else ''}: {', '.join(devices[:8])}{' ...' if len(devices) > 8 else ''}{limit}",
+        f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",
+    ]
+
+
 def _peak_line(d: DevicePeak) -> str:
     seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
     return f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"

@@ -15,7 +15,6 @@ import pytest
 
 from . import markers, settings as settings_mod
 from .plugin import SETTINGS, LeakFailure, fail, record
-from .units import format_size
 
 _LEAK = pytest.StashKey[markers.LeakOptions]()
 _LEAK_REPORT = pytest.StashKey[Any]()
@@ -53,39 +52,37 @@ class TpuMem:
         self.settings = resolved
         self.rows: dict[str, list[dict[str, Any]]] = {}
         self.collect_first = False  # a test failed: its traceback cycle may hold arrays until gc
+        self._backend: dict[str, Any] | None = None  # see backend(); read lazily, never in the header
+        self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
 
     def pytest_report_header(self) -> list[str]:
+        """What is known before any test module is imported, without starting jax's backend: the
+        suite's modules may still configure it (``jax_num_cpu_devices``, ``XLA_FLAGS`` at import)."""
+        from .report import backend_lines, settings_line, versions_line
+        from .sources import backend_started, installed_versions
+
+        settings = [settings_line(self.settings.max_hbm, self.settings.leak_threshold)]
         if self.config.pluginmanager.has_plugin("dsession"):
             # pytest-xdist controller: the workers measure. Opening the backend here would take a
             # TPU chip away from them, so the devices are not read in this process.
-            return [
-                "tpumem: devices are read in the pytest-xdist workers; "
-                f"default budget {format_size(self.settings.max_hbm) if self.settings.max_hbm else 'none'}, "
-                f"leak threshold {format_size(self.settings.leak_threshold)}/iteration"
-            ] + self._target_line()
-        from .sources import backend_summary
-
-        try:
-            s = backend_summary()
-        except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
             return self._target_line() + [
-                f"tpumem: the jax backend did not start, so no device can be read: {str(e).splitlines()[0][:200]}"
-            ]
-        known = s["known_stats"]
-        if not s["memory_stats"]:
-            stats = "no memory_stats"
-        else:
-            stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
-        stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
-        host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
-        budget = format_size(self.settings.max_hbm) if self.settings.max_hbm else "none"
-        limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
-        return self._target_line() + [
-            f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
-            f"{len(s['devices'])} local devices: {', '.join(s['devices'][:8])}{' ...' if len(s['devices']) > 8 else ''}{limit}",
-            f"tpumem: sources: live arrays, {stats}, compiled programs, {host}{stand_in}",
-            f"tpumem: default budget {budget}, leak threshold {format_size(self.settings.leak_threshold)}/iteration",
-        ]
+                "tpumem: devices are read in the pytest-xdist workers and listed in the summary"
+            ] + settings
+        if backend_started():  # the suite's conftest started it already: reading it changes nothing
+            return self._target_line() + backend_lines(self.backend()) + settings
+        return self._target_line() + [versions_line(installed_versions())] + settings
+
+    def backend(self) -> dict[str, Any]:
+        """The backend, its devices and which sources they offer, read once (this starts jax's
+        backend: called when the first measured test starts, or once the suite has started it)."""
+        if self._backend is None:
+            from .sources import backend_summary
+
+            try:
+                self._backend = backend_summary()
+            except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
+                self._backend = {"error": (str(e).strip().splitlines() or [type(e).__name__])[0][:200]}
+        return self._backend
 
     def _target_line(self) -> list[str]:
         if not self.settings.target:
@@ -135,6 +132,10 @@ class TpuMem:
             )
         if error is not None:
             fail(error)  # outside the except block: one clean line, no chained traceback
+        if budget is not None or mark is not None:
+            problem = self.backend().get("error")
+            if problem is not None:
+                fail(f"tpumem cannot measure {item.name}: the jax backend did not start: {problem}")
         capture = _start_capture(budget)
         tracker = None
         if budget is not None or mark is not None:
@@ -263,14 +264,41 @@ class TpuMem:
         if records and report.when == "call":
             self.rows.setdefault(report.nodeid, []).extend(records)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from .sources import backend_started
+
+        if self._backend is None and backend_started():  # the suite (or a leak_check fixture) started it
+            self.backend()
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None and self._backend is not None:  # a pytest-xdist worker
+            workeroutput["tpumem_backend"] = self._backend
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: a worker's backend, for the summary."""
+        backend = getattr(node, "workeroutput", {}).get("tpumem_backend")
+        if isinstance(backend, dict):
+            self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from .report import merge, summary_lines
+        from .report import backend_lines, merge, summary_lines
 
         if not self.rows or self.settings.top == 0:
             return
         quiet = self.config.get_verbosity() < 0
         rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
         terminalreporter.write_sep("=", "tpumem")
+        if not quiet:
+            backends = dict(self.worker_backends)
+            if self._backend is not None:
+                backends[""] = self._backend
+            distinct = {repr(sorted(b.items())): b for b in backends.values()}
+            if len(distinct) == 1:
+                lines = backend_lines(next(iter(distinct.values())))
+            else:
+                lines = [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
+            for line in lines:
+                terminalreporter.write_line(line)
         for line in summary_lines(rows, self.settings.top, quiet):
             terminalreporter.write_line(line)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -251,6 +252,36 @@ def trim_host() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc
+
+
+def backend_started() -> bool:
+    """Whether jax's backend is up already (started by the suite, or by a measurement), found
+    without importing jax or starting a backend: reading devices before the suite's modules have
+    configured jax (``jax_num_cpu_devices``, ``XLA_FLAGS`` set at import) would change what they get."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge  # private; checked on jax 0.10.2 and 0.11.2
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # unknown on this jax: say nothing rather than start it
+        return False
+
+
+_DISTRIBUTIONS = ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin", "jax-cuda13-plugin")
+
+
+def installed_versions() -> dict[str, str]:
+    """Versions of jax and its backends as installed, read from package metadata (no import)."""
+    from importlib import metadata
+
+    out = {}
+    for name in _DISTRIBUTIONS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
 
 
 def backend_summary() -> dict[str, Any]:

@@ -130,9 +130,11 @@ def test_xdist_rows_reach_the_controller(pytester):
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "tpumem: devices are read in the pytest-xdist workers; default budget 1.0GB, leak threshold 100.0MB/iteration",
+            "tpumem: devices are read in the pytest-xdist workers and listed in the summary",
+            "tpumem: default budget 1.0GB, leak threshold 100.0MB/iteration",
             "controller imported jax: False",
             "*= tpumem =*",
+            "tpumem: jax *, backend cpu (cpu), 2 local devices: cpu:0, cpu:1",
             "over budget *cpu:0 80.0MB*50.0MB*test_suite.py::test_big",
             "ok *cpu:0 40.0MB*100.0MB*test_suite.py::test_medium",
             "4 measured, 1 failed a memory check*",
