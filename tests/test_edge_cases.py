@@ -124,6 +124,25 @@ def test_skip_and_expected_oom(pytester):
     assert "test_skips_inside" not in result.stdout.str().split("= tpumem =")[-1]
 
 
+def test_a_skipped_unittest_method_gets_no_row(pytester):
+    pytester.makepyfile(
+        """
+        import unittest
+
+        class T(unittest.TestCase):
+            def test_skipped(self):
+                self.skipTest("not here")
+
+            def test_runs(self):
+                pass
+        """
+    )
+    result = pytester.runpytest("--tpumem", "--tpumem-max-hbm=1GB")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["1 measured, 0 failed a memory check*"])
+    assert "test_skipped" not in result.stdout.str().split("= tpumem =")[-1]
+
+
 def test_leak_marker_on_a_unittest_method_says_what_to_do(pytester):
     pytester.makepyfile(
         """
