@@ -23,7 +23,7 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import jax, jax.numpy as jnp, optax
-from pytest_tpumem.estimate import estimate_hbm
+from pytest_tpumem.readings.tpu import estimate_hbm
 
 VOCAB, D, LAYERS, HEADS, FF, SEQ, BATCH = 32000, 768, 12, 12, 3072, 512, 8
 f32 = jnp.float32

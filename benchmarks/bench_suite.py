@@ -90,7 +90,7 @@ def tracker_cost(reps: int = 60) -> None:
     import jax
     import jax.numpy as jnp
 
-    from pytest_tpumem.peak import PeakTracker
+    from pytest_tpumem.decisions.peak import PeakTracker
 
     x = jnp.ones((4, 3), jnp.float32)
 

@@ -1,9 +1,27 @@
 """pytest-tpumem: device-memory leak checks and HBM budgets for JAX test suites.
 
+The package is laid out by role, in the order of one measurement:
+
+- ``readings/``: where the numbers come from. ``devices`` (memory_stats, live arrays), ``programs``
+  (executables compiled during a test), ``host`` (RSS, VmHWM), ``capture`` (the programs a test
+  lowers), ``retarget`` and ``tpu`` (a program compiled for a TPU target with libtpu), ``buffers``
+  (that compile's buffer assignment), ``jaxcompat`` (every private jax API, one check per feature).
+- ``decisions/``: what is decided from them. ``peak`` (witnesses and the peak), ``budget`` (the
+  peak against a budget), ``leak`` (the leak rule), ``target`` (the budget on a TPU target),
+  ``oom`` (out of device memory), ``verdict``. Each check gives one frozen result that knows
+  whether it failed, its failure text, its report section and its summary row.
+- ``telling/``: how it is told. ``text`` (every sentence: header, failures, sections) and
+  ``rows`` (JSON-able rows and the summary table).
+- ``glue/`` and ``plugin.py``: pytest. ``plugin.py`` is the entry point (options, markers,
+  fixtures; it imports nothing else), ``glue/options`` and ``glue/markers`` (one source for each
+  option and marker signature), ``glue/plan`` (a test's markers parsed once, at setup),
+  ``glue/fixtures``, ``glue/session`` (the active part, registered only under --tpumem).
+- ``units`` (sizes), ``targets`` (TPU generations), ``defaults`` (every default).
+
 The core works without pytest::
 
-    from pytest_tpumem import check_leaks, PeakTracker
-    report = check_leaks(train_step, state, batch, iterations=3, threshold=100_000_000)
+    from pytest_tpumem import check_leaks, PeakTracker, TargetCheck
+    report = check_leaks(train_step, state, batch, iterations=3, threshold="100MB")
 
 Nothing here imports jax until a measurement runs.
 """
@@ -13,22 +31,35 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["check_leaks", "LeakReport", "LeakError", "PeakTracker", "PeakReport", "parse_size", "format_size"]
 
-_LAZY = {
-    "check_leaks": "leak",
-    "LeakReport": "leak",
-    "LeakError": "leak",
-    "PeakTracker": "peak",
-    "PeakReport": "peak",
+_PUBLIC = {
+    "check_leaks": "decisions.leak",
+    "LeakReport": "decisions.leak",
+    "LeakError": "decisions.leak",
+    "Series": "decisions.leak",
+    "PeakTracker": "decisions.peak",
+    "PeakReport": "decisions.peak",
+    "Budget": "decisions.budget",
+    "BudgetResult": "decisions.budget",
+    "TargetCheck": "decisions.target",
+    "TargetResult": "decisions.target",
+    "Verdict": "decisions.verdict",
+    "estimate_hbm": "readings.tpu",
+    "target_mesh": "readings.tpu",
+    "HbmEstimate": "readings.tpu",
     "parse_size": "units",
     "format_size": "units",
 }
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
+    if name in _PUBLIC:
         import importlib
 
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

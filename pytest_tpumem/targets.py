@@ -1,4 +1,5 @@
-"""TPU targets: what each generation offers per device, and its topology for compiling without one.
+"""TPU targets: what each generation offers per device, and how a target is named (``v5e``,
+``v6e:4x4``). Compiling for one is in readings/tpu.py.
 
 The usable HBM per device is what the TPU compiler (libtpu 0.0.42) reports when it refuses a
 program ("exceeds available HBM (15.75G)", binary units); see docs/design/tpu-targets.md.
@@ -6,11 +7,8 @@ program ("exceeds available HBM (15.75G)", binary units); see docs/design/tpu-ta
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
 GiB = 2**30
 
@@ -40,10 +38,9 @@ class Target:
     devices_per_chip: int
 
     def describe(self) -> str:
-        from .units import format_size
+        from .telling.text import target_text
 
-        per = "per chip" if self.device == "chip" else "per TensorCore (2 a chip)"
-        return f"{self.topology}: {format_size(self.hbm_per_device)} usable HBM {per}"
+        return target_text(self)
 
 
 def parse_target(name: object, *, what: str = "target") -> Target:
@@ -55,32 +52,3 @@ def parse_target(name: object, *, what: str = "target") -> Target:
     hbm, device, per_chip, default_topo = GENERATIONS[m["gen"]]
     topo = m["topo"] or default_topo
     return Target(m["gen"], f"{m['gen']}:{topo}", hbm, device, per_chip)
-
-
-class LibtpuMissing(RuntimeError):
-    """libtpu is not installed, so nothing can be compiled for a TPU target."""
-
-
-@functools.lru_cache(maxsize=None)
-def topology_devices(topology: str) -> tuple[Any, ...]:
-    """The compile-only devices of a TPU topology, built by libtpu with no TPU attached."""
-    import importlib.util
-
-    if importlib.util.find_spec("libtpu") is None:
-        raise LibtpuMissing(
-            f"compiling for {topology} needs libtpu: pip install 'pytest-tpumem[tpu]' (brings jax[tpu])"
-        )
-    # Several processes (pytest-xdist workers) compiling at once would otherwise fail on libtpu's
-    # lockfile; this only shares the compiler, it never opens a chip.
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    from jax.experimental import topologies
-
-    dims = topology.split(":", 1)[1].split("x")
-    kwargs = {}
-    if all(d == "1" for d in dims):  # one chip: the default host bounds (2x2x1) do not divide it
-        kwargs["chips_per_host_bounds"] = (1, 1, 1)
-    try:
-        return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
-    except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise TargetError(f"libtpu cannot lay out the topology {topology}: {first}") from None

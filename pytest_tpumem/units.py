@@ -1,4 +1,6 @@
-"""Byte sizes: parse what users write ("20GB", "1.5GiB", 512) and print sizes for people."""
+"""Byte sizes: parse what users write ("20GB", "1.5GiB", 512) and print sizes for people.
+
+What format_size prints ("40.0MB", "98.3kB") parses back to the same number of bytes."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import re
 
 _UNITS = {
     "B": 1,
+    "kB": 10**3,  # what format_size prints (SI spelling)
     "KB": 10**3,
     "MB": 10**6,
     "GB": 10**9,
@@ -16,7 +19,7 @@ _UNITS = {
     "TiB": 2**40,
 }
 ACCEPTED = 'an int of bytes or a string like "512MB", "20GB" (10^9) or "1.5GiB" (2^30); units: ' + ", ".join(_UNITS)
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+_SIZE = r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$"  # compiled (and cached by re) on first use, not at import
 
 
 class SizeError(ValueError):
@@ -30,7 +33,7 @@ def parse_size(value: object, *, what: str = "size", allow_zero: bool = False) -
     if isinstance(value, int):
         n = value
     else:
-        m = _SIZE_RE.match(value)
+        m = re.match(_SIZE, value)
         if not m:
             raise SizeError(f"{what}: {value!r} is not a size; expected {ACCEPTED}")
         number, unit = m.groups()

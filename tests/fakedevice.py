@@ -1,9 +1,10 @@
 """A fake accelerator for what the CPU backend cannot show: memory_stats() with a lifetime peak and
 bytes_limit. It wraps a real CPU device (same id, client and live arrays), so everything else the
-plugin reads stays real. Each behaviour tested with it also has a real-GPU twin in test_gpu.py.
+plugin reads stays real. A conftest hands the fakes to the plugin through its
+``pytest_tpumem_devices`` hook. Each behaviour tested with it also has a real-GPU twin in test_gpu.py.
 """
 
-from pytest_tpumem import sources
+from pytest_tpumem.readings import devices as sources
 
 DEVICES = []
 
@@ -41,15 +42,8 @@ class FakeAccelerator:
 
 
 def install(limit=None, unknown=False):
-    """Replace the plugin's device list with fakes; returns a function that undoes it."""
+    """Wrap every local device in a fake; returns them, for the ``pytest_tpumem_devices`` hook."""
     import jax
 
-    saved = sources.local_devices
     DEVICES[:] = [FakeAccelerator(d, limit, unknown) for d in jax.local_devices()]
-    sources.local_devices = lambda: list(DEVICES)
-
-    def undo():
-        sources.local_devices = saved
-        DEVICES.clear()
-
-    return undo
+    return list(DEVICES)

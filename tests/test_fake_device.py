@@ -10,10 +10,10 @@ CONFTEST = """
 import fakedevice
 
 def pytest_configure(config):
-    config._undo_fake = fakedevice.install(limit={limit}, unknown={unknown})
+    fakedevice.install(limit={limit}, unknown={unknown})
 
-def pytest_unconfigure(config):
-    config._undo_fake()
+def pytest_tpumem_devices(config):
+    return list(fakedevice.DEVICES)
 """
 
 

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from pytest_tpumem.leak import LeakError, LeakReport, Series, check_leaks
+from pytest_tpumem.decisions.leak import LeakError, LeakReport, Series, check_leaks
 
 MB = 10**6
 T = 100 * MB
@@ -65,7 +65,7 @@ def test_lower_median_with_four_iterations():
 
 def test_iterations_left_until_exhausted():
     r = report(0, T, 2 * T, 3 * T, limit=10 * T)
-    (s,) = r.leaking
+    (s,) = r.leaking_series
     assert s.iterations_left() == 7
     assert "exhausted in ~7 more iterations (limit 1.0GB)" in r.message()
 
@@ -114,7 +114,7 @@ def test_check_leaks_reads_every_device():
         kept.append(jax.device_put(jnp.ones((1_000_000,), jnp.float32), dev1))
 
     r = check_leaks(leaky_on_second_device, threshold=2 * MB)
-    devices = [s.device for s in r.leaking if s.device != "host"]  # on CPU the host grows too
+    devices = [s.device for s in r.leaking_series if s.device != "host"]  # on CPU the host grows too
     assert devices == [f"{dev1.platform}:{dev1.id}"]
     kept.clear()
 

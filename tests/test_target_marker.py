@@ -35,7 +35,7 @@ def test_tile_padding_passes_on_cpu_and_fails_on_the_target(pytester):
             jax.jit(scale)(x).block_until_ready()
         """
     )
-    result = pytester.runpytest("--tpumem", "-rA")
+    result = pytester.runpytest_subprocess("--tpumem", "-rA")  # absolute figures: a fresh process
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -77,7 +77,7 @@ def test_no_limit_means_the_chip_and_a_refusal_is_a_budget_failure(pytester, opt
             jax.jit(double).lower(BIG)
         """
     )
-    result = pytester.runpytest("--tpumem", *(["--tpumem-target=v5e"] if option else []))
+    result = pytester.runpytest_subprocess("--tpumem", *(["--tpumem-target=v5e"] if option else []))  # absolute figures
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -154,8 +154,8 @@ def test_sharded_programs_keep_their_layout_on_the_target():
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    from pytest_tpumem.capture import ProgramCapture
-    from pytest_tpumem.estimate import judge_programs
+    from pytest_tpumem.readings.capture import ProgramCapture
+    from pytest_tpumem.decisions.target import judge_programs
 
     mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
     split = NamedSharding(mesh, P("data"))
@@ -198,7 +198,7 @@ def test_tests_without_a_target_install_nothing(pytester):
     pytester.runpytest("--tpumem").assert_outcomes(passed=2)
 
 
-def test_missing_libtpu_skips_before_the_test_runs(pytester, monkeypatch):
+def test_missing_libtpu_fails_before_the_test_runs_or_skips_and_is_counted(pytester, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else real(name, *a))
     pytester.makepyfile(
@@ -208,12 +208,28 @@ def test_missing_libtpu_skips_before_the_test_runs(pytester, monkeypatch):
         @pytest.mark.max_hbm(target="v5e")
         def test_needs_libtpu():
             raise AssertionError("the body ran")
+
+        @pytest.mark.max_hbm("1GB")
+        def test_on_this_run_only():
+            pass
         """
     )
-    result = pytester.runpytest("--tpumem", "-rs")
-    result.assert_outcomes(skipped=1)
+    result = pytester.runpytest("--tpumem")
+    result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(
-        ["SKIPPED * judging this test on v5e:2x2 (max_hbm(target='v5e'): v5e's usable HBM) needs libtpu: pip install 'pytest-tpumem?tpu?'*"]
+        [
+            "judging this test on v5e:2x2 (max_hbm(target='v5e'): v5e's usable HBM) needs libtpu, which is not installed: "
+            'pip install "jax?tpu?"*; --tpumem-no-libtpu=skip skips such tests instead'
+        ]
+    )
+    assert "the body ran" not in result.stdout.str()
+    skipped = pytester.runpytest("--tpumem", "-rs", "--tpumem-no-libtpu=skip")
+    skipped.assert_outcomes(skipped=1, passed=1)
+    skipped.stdout.fnmatch_lines(
+        [
+            "1 measured, 0 failed a memory check; 1 budgeted test skipped, not judged on the TPU target: no libtpu*",
+            "SKIPPED * judging this test on v5e:2x2 *needs libtpu*",
+        ]
     )
 
 
@@ -266,7 +282,7 @@ def test_recording_keeps_no_array_alive(pytester):
             body()
         """
     )
-    result = pytester.runpytest("--tpumem", "-rA")
+    result = pytester.runpytest_subprocess("--tpumem", "-rA")  # absolute figures: a fresh process
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     import re

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from pytest_tpumem import targets
+from pytest_tpumem.readings import tpu
 from pytest_tpumem.targets import GiB, TargetError, parse_target
 
 needs_libtpu = pytest.mark.skipif(
@@ -30,10 +30,10 @@ def test_bad_target_option_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["ERROR: pytest-tpumem: --tpumem-target: 'v9' is not a TPU target; use one of *"])
 
 
-def test_missing_libtpu_skips_with_what_to_install(pytester, monkeypatch):
+def test_missing_libtpu_fails_with_what_to_install_or_skips_when_asked(pytester, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else real(name, *a))
-    targets.topology_devices.cache_clear()
+    tpu.topology_devices.cache_clear()
     try:
         pytester.makepyfile(
             """
@@ -43,11 +43,16 @@ def test_missing_libtpu_skips_with_what_to_install(pytester, monkeypatch):
                 hbm_estimate(lambda x: x * 2, jnp.ones(8), target="v5e")
             """
         )
-        result = pytester.runpytest("-rs")
-        result.assert_outcomes(skipped=1)
-        result.stdout.fnmatch_lines(["SKIPPED * compiling for v5e:2x2 needs libtpu: pip install 'pytest-tpumem?tpu?' (brings jax?tpu?)"])
+        result = pytester.runpytest()
+        result.assert_outcomes(failed=1)  # a gate that silently skips would be a green light for an unchecked budget
+        result.stdout.fnmatch_lines(
+            ['hbm_estimate: compiling for v5e:2x2 needs libtpu: pip install "jax?tpu?" (from a checkout of pytest-tpumem: pip install ".?tpu?"*']
+        )
+        skipped = pytester.runpytest("-rs", "--tpumem-no-libtpu=skip")
+        skipped.assert_outcomes(skipped=1)
+        skipped.stdout.fnmatch_lines(["SKIPPED * compiling for v5e:2x2 needs libtpu: pip install*"])
     finally:
-        targets.topology_devices.cache_clear()
+        tpu.topology_devices.cache_clear()
 
 
 def test_fixture_without_a_target_says_how_to_give_one(pytester):
@@ -98,7 +103,7 @@ def test_sharded_program_needs_less_per_device_with_a_larger_mesh(hbm_estimate):
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
-    from pytest_tpumem.estimate import target_mesh
+    from pytest_tpumem.readings.tpu import target_mesh
 
     batch = jax.ShapeDtypeStruct((16384, 8192), jnp.float32)  # 512 MiB
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from . import jaxcompat
 from .capture import CapturedProgram
 
 
@@ -30,16 +31,9 @@ class DeviceMap:
     def abstract_mesh(self, mesh: Any) -> Any:
         """A device-free mesh (shard_map, explicit sharding) that still says which kind of device it
         is for: the same axes, for the target's kind."""
-        if getattr(mesh, "empty", False) or not hasattr(mesh, "update"):
-            return mesh
         if self._abstract_device is None:
-            import numpy as np
-            from jax.sharding import Mesh
-
-            self._abstract_device = Mesh(np.array(self.target[:1]), ("_",)).abstract_mesh.abstract_device
-        if getattr(mesh, "abstract_device", None) == self._abstract_device:
-            return mesh
-        return mesh.update(abstract_device=self._abstract_device)
+            self._abstract_device = jaxcompat.abstract_device(self.target)
+        return jaxcompat.with_abstract_device(mesh, self._abstract_device)
 
     def device(self, d: Any) -> Any:
         index = d.id
@@ -86,7 +80,7 @@ class DeviceMap:
             return self.sharding(v)
         if isinstance(v, Mesh):
             return self.mesh(v)
-        if type(v).__name__ == "AbstractMesh":
+        if jaxcompat.is_abstract_mesh(v):
             return self.abstract_mesh(v)
         if isinstance(v, jax.Device):
             return self.device(v)
@@ -117,18 +111,14 @@ class DeviceMap:
     def _context(self, ctx: Any) -> Any:
         """An equation's context names the abstract mesh it was traced under (shard_map bodies,
         explicit sharding); jax checks it against its operands' meshes, so it moves too."""
-        import copy
-
-        mesh = getattr(ctx, "cur_abstract_mesh", None)
+        mesh = jaxcompat.context_mesh(ctx)
         moved = self.abstract_mesh(mesh) if mesh is not None else None
         if moved is mesh:
             return ctx
         try:
-            ctx = copy.copy(ctx)
-            object.__setattr__(ctx, "cur_abstract_mesh", moved)
+            return jaxcompat.with_context_mesh(ctx, moved)
         except Exception as e:
             raise NotRetargetable(f"the mesh its operations were traced under cannot be moved ({e})") from None
-        return ctx
 
 
 def _placed(aval: Any, sharding: Any) -> Any:
@@ -153,7 +143,6 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
     import contextlib
 
     import jax
-    from jax._src.core import eval_jaxpr
 
     moved = DeviceMap(target_devices, topology)
     jaxpr = moved.jaxpr(program.jaxpr)
@@ -169,7 +158,7 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
     n_consts = len(program.consts)
 
     def run(*xs: Any) -> Any:  # traced as xs[i]; estimate._named_arguments gives the names back
-        results = eval_jaxpr(jaxpr, list(xs[:n_consts]), *xs[n_consts:])
+        results = jaxcompat.eval_jaxpr(jaxpr, list(xs[:n_consts]), *xs[n_consts:])
         return [jax.lax.with_sharding_constraint(r, s) if s is not None else r for r, s in zip(results, outs + [None] * len(results))]
 
     run.__name__ = run.__qualname__ = program.name  # the compiled program (and its buffers) keep the test's name

@@ -1,6 +1,6 @@
 """What a program needs on a TPU target, from a compile for that target.
 
-No TPU is needed: libtpu compiles for a topology's compile-only devices. Every compile runs with
+No TPU is needed: libtpu compiles for a topology's compile-only devices (:func:`topology_devices`). Every compile runs with
 XLA's dump on (it costs no measurable time next to the compile): its buffer assignment gives the
 HBM the program is laid out in, per device, tile padding included (the total the compiler itself
 compares with the chip's capacity when it refuses a program), and its largest buffers. XLA's
@@ -11,15 +11,15 @@ matmul on v5e), so it is kept as ``xla_peak`` and only used where no dump was wr
 from __future__ import annotations
 
 import collections
+import functools
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from ..targets import Target, parse_target
 from .buffers import Buffer, largest_buffers, memory_spaces
-from .capture import CapturedProgram
-from .targets import Target, parse_target, topology_devices
-from .units import format_size
 
 _REFUSAL = re.compile(r"required for .*?\(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)")
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -52,23 +52,9 @@ class HbmEstimate:
 
     def describe(self, buffers: bool = True) -> str:
         """One line of figures, then (``buffers``) the largest buffers."""
-        if self.refused:
-            line = (
-                f"{self.target}: the TPU compiler refused the program: it needs {format_size(self.peak)} per device, "
-                f"{format_size(self.capacity)} is available ({self.compiler_message})"
-            )
-        else:
-            source = "" if self.spaces else " (XLA's peak, on-chip scratch included: no buffer assignment was read)"
-            line = (
-                f"{self.target} ({self.devices} device{'s' if self.devices != 1 else ''}): {format_size(self.peak)} of HBM "
-                f"per device{source} of {format_size(self.capacity)} (headroom {format_size(self.headroom)}); arguments "
-                f"{format_size(self.arguments)}, outputs {format_size(self.outputs)}, temporaries "
-                f"{format_size(self.temps)}, code {format_size(self.generated_code)}"
-            )
-        if buffers and self.buffers:
-            line += f"\n  largest buffers on {self.target} (per device, as laid out):"
-            line += "".join("\n    " + b.describe() for b in self.buffers)
-        return line
+        from ..telling.text import estimate_text
+
+        return estimate_text(self, buffers)
 
 
 def target_mesh(target: str | Target, axes: dict[str, int] | None = None) -> Any:
@@ -207,7 +193,45 @@ def estimate_hbm(
     )
 
 
-def _named_arguments(estimate: HbmEstimate, program: CapturedProgram) -> HbmEstimate:
+
+
+class LibtpuMissing(RuntimeError):
+    """libtpu is not installed, so nothing can be compiled for a TPU target."""
+
+
+class TopologyError(ValueError):
+    """A topology libtpu cannot lay out; the message gives libtpu's reason."""
+
+
+@functools.lru_cache(maxsize=None)
+def topology_devices(topology: str) -> tuple[Any, ...]:
+    """The compile-only devices of a TPU topology, built by libtpu with no TPU attached."""
+    import importlib.util
+
+    if importlib.util.find_spec("libtpu") is None:
+        from ..telling.text import libtpu_install_line
+
+        raise LibtpuMissing(f"compiling for {topology} needs libtpu: {libtpu_install_line()}")
+    # Several processes (pytest-xdist workers) compiling at once would otherwise fail on libtpu's
+    # lockfile; this only shares the compiler, it never opens a chip.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    from jax.experimental import topologies
+
+    from .devices import libtpu_startup_filtered
+
+    dims = topology.split(":", 1)[1].split("x")
+    kwargs = {}
+    if all(d == "1" for d in dims):  # one chip: the default host bounds (2x2x1) do not divide it
+        kwargs["chips_per_host_bounds"] = (1, 1, 1)
+    try:
+        with libtpu_startup_filtered():
+            return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
+    except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise TopologyError(f"libtpu cannot lay out the topology {topology}: {first}") from None
+
+
+def _named_arguments(estimate: HbmEstimate, program: Any) -> HbmEstimate:
     """Argument buffers under the names the test's program gave them (the compile saw ``xs[i]``)."""
     named = []
     for b in estimate.buffers:
@@ -220,51 +244,12 @@ def _named_arguments(estimate: HbmEstimate, program: CapturedProgram) -> HbmEsti
     return replace(estimate, buffers=tuple(named))
 
 
-@dataclass(frozen=True)
-class ProgramJudgement:
-    """One captured program as compiled for the target, or why it could not be."""
+def compile_captured(program: Any, target: Target) -> HbmEstimate:
+    """A program a test lowered (readings.capture.CapturedProgram), laid out on ``target`` as the
+    test laid it out and compiled there. Raises retarget.NotRetargetable where it cannot be moved."""
+    from .retarget import retarget
 
-    program: str
-    source: str
-    resident: int  # bytes of other arrays in use when the test first lowered it (the run's sizes)
-    estimate: HbmEstimate | None
-    reason: str = ""  # set where it could not be compiled for the target
-    skipped: bool = False  # a small eager operation, not compiled (see SMALL_EAGER)
-
-    @property
-    def need(self) -> int:
-        """What the device needs while it runs: its own peak plus the arrays it does not take."""
-        if self.estimate is None:
-            return 0
-        return self.estimate.peak + self.resident
-
-
-SMALL_EAGER = 2**20  # an eager operation on less data than this (arguments + result) is not compiled
-
-
-def judge_programs(programs: list[CapturedProgram], target: Target) -> list[ProgramJudgement]:
-    """Compile every captured program for ``target``, except eager operations on less than
-    SMALL_EAGER bytes: one primitive on that little data cannot move a budget, and each distinct
-    shape would cost a TPU compile (~50 ms)."""
-    from .retarget import NotRetargetable, retarget
-
-    devices = topology_devices(target.topology)
-    out = []
-    for program in programs:
-        try:
-            if program.eager and program.data_bytes < SMALL_EAGER:
-                out.append(ProgramJudgement(program.name, program.source, program.resident, None, skipped=True))
-                continue
-            moved = retarget(program, devices, target.topology)
-            with moved.context():
-                estimate = compile_estimate(moved.jitted, moved.args, {}, target, moved.devices)
-            estimate = _named_arguments(estimate, program)
-        except NotRetargetable as e:
-            out.append(ProgramJudgement(program.name, program.source, program.resident, None, str(e)))
-            continue
-        except Exception as e:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            out.append(ProgramJudgement(program.name, program.source, program.resident, None, f"{type(e).__name__}: {first}"))
-            continue
-        out.append(ProgramJudgement(program.name, program.source, program.resident, estimate))
-    return out
+    moved = retarget(program, topology_devices(target.topology), target.topology)
+    with moved.context():
+        estimate = compile_estimate(moved.jitted, moved.args, {}, target, moved.devices)
+    return _named_arguments(estimate, program)

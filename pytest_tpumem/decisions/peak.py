@@ -24,7 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import sources
+from ..readings import devices as device_readings
+from ..readings import host, programs as program_readings
+from ..readings.programs import CompiledProgram
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class PeakReport:
 
     devices: dict[str, DevicePeak]
     host_peak: int | None
-    programs: tuple[sources.CompiledProgram, ...] = field(default=())
+    programs: tuple[CompiledProgram, ...] = field(default=())
+    programs_listed: bool = True  # False where this jax cannot list compiled programs: no "compiled" witness
 
     @property
     def worst(self) -> DevicePeak | None:
@@ -53,6 +56,15 @@ class PeakReport:
     def over(self, budget: int) -> list[DevicePeak]:
         """Devices whose peak is above ``budget`` bytes."""
         return [d for d in self.devices.values() if d.peak > budget]
+
+
+# Ties go to the first named: the runtime's own figure, then the deterministic body-end reading.
+WITNESSES = ("runtime-peak", "body-end", "sampler", "compiled", "end")
+
+
+def choose_witness(witnesses: dict[str, int]) -> str:
+    """The witness that judges: the largest figure; among equal ones, the first in WITNESSES."""
+    return max(sorted(witnesses, key=WITNESSES.index), key=lambda k: witnesses[k])
 
 
 class _Sampler(threading.Thread):
@@ -68,7 +80,7 @@ class _Sampler(threading.Thread):
 
     def sample(self) -> None:
         try:
-            used = sources.read_used(self.devices)
+            used = device_readings.read_used(self.devices)
         except Exception:
             return
         for label, n in used.items():
@@ -134,7 +146,7 @@ class PeakTracker:
 
     def __init__(self, devices: list[Any] | None = None, sample_interval: float = 0.005, body: Any = None):
         """``body``: the function (the test) whose locals are read after it returns: ``body-end``."""
-        self.devices = sources.local_devices() if devices is None else list(devices)
+        self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
         try:  # the test's own code, not a decorator's wrapper around it
             self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
@@ -144,10 +156,10 @@ class PeakTracker:
         self._grab: _FrameGrab | None = None
 
     def start(self) -> PeakTracker:
-        self._reset = {sources.device_label(d): sources.reset_peak(d) for d in self.devices}
-        self._start = sources.read_devices(self.devices)
-        self._executables = sources.executable_ids(self.devices)
-        self._host_reset = sources.reset_host_peak()
+        self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
+        self._start = device_readings.read_devices(self.devices)
+        self._executables = program_readings.executable_ids(self.devices)
+        self._host_reset = host.reset_host_peak()
         if self.sample_interval > 0:
             self._sampler = _Sampler(self.devices, self.sample_interval)
             # Its first value is the start reading: no second walk of the live arrays.
@@ -161,15 +173,15 @@ class PeakTracker:
         body_end: dict[str, int] = {}
         if self._grab is not None:
             if self._grab.frame is not None:
-                body_end = sources.read_used(self.devices)
+                body_end = device_readings.read_used(self.devices)
             self._grab.release()
             self._grab = None
         if self._sampler is not None:
             self._sampler.stop()
             sampled = self._sampler.max
             self._sampler = None
-        end = sources.read_devices(self.devices)
-        programs = sources.new_programs(self.devices, self._executables)
+        end = device_readings.read_devices(self.devices)
+        programs = program_readings.new_programs(self.devices, self._executables)
         devices = {}
         for label, first in self._start.items():
             last = end.get(label, first)
@@ -183,9 +195,7 @@ class PeakTracker:
             compiled = [p.beyond_arguments for p in programs if label in p.devices]
             if compiled:
                 witnesses["compiled"] = first.used + max(compiled)
-            # Ties go to the first named: the runtime's own figure, then the deterministic body-end reading.
-            order = ["runtime-peak", "body-end", "sampler", "compiled", "end"]
-            witness = max(sorted(witnesses, key=order.index), key=lambda k: witnesses[k])
+            witness = choose_witness(witnesses)
             devices[label] = DevicePeak(
                 device=label,
                 start=first.used,
@@ -195,5 +205,5 @@ class PeakTracker:
                 limit=last.limit,
                 stand_in=first.in_use is None,
             )
-        host = sources.host_peak() if self._host_reset else None
-        return PeakReport(devices=devices, host_peak=host, programs=tuple(programs))
+        host_peak = host.host_peak() if self._host_reset else None
+        return PeakReport(devices, host_peak, tuple(programs), programs_listed=self._executables is not None)

@@ -16,8 +16,11 @@ import gc
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import sources
-from .units import format_delta, format_size, parse_size
+from .. import defaults
+from ..readings import devices as device_readings
+from ..readings import host
+from ..units import parse_size
+from .verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -49,14 +52,10 @@ class Series:
         return max(0, (self.limit - self.values[-1]) // self.growth)
 
     def describe(self) -> str:
-        parts = [format_size(self.values[0])]
-        for v, d in zip(self.values[1:], self.deltas):
-            parts.append(f"{format_size(v)} ({format_delta(d)})")
-        line = f"{self.name}: " + " -> ".join(parts)
-        left = self.iterations_left()
-        if left is not None:
-            line += f"; exhausted in ~{left} more iterations (limit {format_size(self.limit)})"
-        return line
+        """One line: the bytes after the baseline and after each iteration, and the forecast."""
+        from ..telling.text import series_line
+
+        return series_line(self)
 
 
 @dataclass(frozen=True)
@@ -69,22 +68,30 @@ class LeakReport:
     series: tuple[Series, ...]
 
     @property
-    def leaking(self) -> tuple[Series, ...]:
+    def leaking_series(self) -> tuple[Series, ...]:
+        """The series that grew by the threshold or more per iteration, devices before the host."""
         return tuple(s for s in self.series if s.growth >= self.threshold)
 
     @property
-    def leaked(self) -> bool:
-        return bool(self.leaking)
+    def leaking(self) -> bool:
+        """Whether any series leaked (``leaking_series`` says which)."""
+        return bool(self.leaking_series)
 
     @property
-    def verdict(self) -> str:
-        return "leak" if self.leaked else "ok"
+    def leaked(self) -> bool:
+        return self.leaking
+
+    failed = leaking
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.LEAK if self.leaking else Verdict.OK
 
     @property
     def worst(self) -> Series | None:
         """The series that decided: the first leaking one (devices before the host), else the fastest growing."""
-        if self.leaking:
-            return self.leaking[0]
+        if self.leaking_series:
+            return self.leaking_series[0]
         return max(self.series, key=lambda s: s.growth, default=None)
 
     def growth(self, device: str) -> int:
@@ -92,15 +99,23 @@ class LeakReport:
         return max((s.growth for s in self.series if s.device == device), default=0)
 
     def message(self) -> str:
-        """The short failure text: what grew, by how much per iteration, on which device."""
-        bad = self.leaking or self.series
-        head = self.worst
-        lines = [
-            f"leak_check: {head.name} grew {format_size(head.growth)}/iteration over {self.iterations} "
-            f"iterations (threshold {format_size(self.threshold)}/iteration)"
-        ]
-        lines += ["  " + s.describe() for s in bad]
-        return "\n".join(lines)
+        """The failure text (what grew, by how much per iteration, on which device), or for a clean
+        check one line saying so."""
+        from ..telling.text import leak_message
+
+        return leak_message(self)
+
+    @property
+    def section(self) -> str:
+        from ..telling.text import leak_section
+
+        return leak_section(self)
+
+    @property
+    def row(self) -> dict[str, Any]:
+        from ..telling.rows import leak_row
+
+        return leak_row(self)
 
 
 class LeakError(AssertionError):
@@ -132,46 +147,56 @@ def _cleanup(clear_caches: bool) -> None:
         import jax
 
         jax.clear_caches()
-    sources.trim_host()
+    host.trim_host()
 
 
 def _read(devices: list[Any]) -> dict[str, tuple[int, int | None]]:
     """One point for every series: name -> (bytes, limit)."""
     point: dict[str, tuple[int, int | None]] = {}
-    for label, mem in sources.read_devices(devices).items():
+    for label, mem in device_readings.read_devices(devices).items():
         point[f"{label} live arrays"] = (mem.live_bytes, mem.limit)
         if mem.in_use is not None:
             point[f"{label} bytes in use"] = (mem.in_use, mem.limit)
-    rss = sources.host_rss()
+    rss = host.host_rss()
     if rss is not None:
         point["host RSS"] = (rss, None)
     return point
 
 
-def validate(iterations: Any, warmup: Any) -> None:
+def validate(fn: Any, iterations: Any, warmup: Any) -> None:
+    """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
+    if not callable(fn):
+        raise ValueError(f"fn={_short_repr(fn)} is not callable; pass the function to run, then its arguments")
     for name, value, least in (("iterations", iterations, 1), ("warmup", warmup, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name}={value!r}: expected an int >= {least}")
 
 
+def _short_repr(value: Any) -> str:
+    text = " ".join(repr(value).split())
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
 def check_leaks(
     fn: Callable[..., Any],
     *args: Any,
-    iterations: int = 3,
-    warmup: int = 1,
-    threshold: int | str = "100MB",
-    clear_caches: bool = True,
+    iterations: int = defaults.ITERATIONS,
+    warmup: int = defaults.WARMUP,
+    threshold: int | str = defaults.LEAK_THRESHOLD,
+    clear_caches: bool = defaults.CLEAR_CACHES,
     raise_on_leak: bool = False,
+    devices: list[Any] | None = None,
     **kwargs: Any,
 ) -> LeakReport:
     """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
 
     After each run the result is waited for and dropped, garbage is collected and (by default)
-    ``jax.clear_caches()`` frees compiled executables, then every source is read.
+    ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
+    (default: every local device) and the host.
     """
-    validate(iterations, warmup)
+    validate(fn, iterations, warmup)
     threshold = parse_size(threshold, what="threshold")
-    devices = sources.local_devices()
+    devices = device_readings.local_devices() if devices is None else list(devices)
     # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
     # collection then scans only what the runs created, a fraction of a millisecond instead of
     # ~50 ms for the ~100k objects jax keeps. Cycles among those older objects are not the runs'
@@ -200,6 +225,6 @@ def check_leaks(
             device = "host" if name == "host RSS" else name.split(" ", 1)[0]
             series.append(Series(name, device, tuple(p[name][0] for p in points), limit))
     report = LeakReport(iterations, warmup, threshold, tuple(series))
-    if raise_on_leak and report.leaked:
+    if raise_on_leak and report.leaking:
         raise LeakError(report)
     return report

@@ -7,8 +7,8 @@ While a :class:`ProgramCapture` is active that function is wrapped; each call is
 goes on as before. Nothing is installed for tests that do not ask for a target. Programs already
 in jit's cache never get there, so the caller clears jax's caches first.
 
-The hook point is private to jax (checked on 0.10.2 and 0.11.2). Where it is missing, the capture
-says so instead of judging nothing.
+The hook point is private to jax (see jaxcompat). Where it is missing, the capture raises
+``jaxcompat.Unavailable`` instead of judging nothing.
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from . import sources
+from . import devices as device_readings
+from . import jaxcompat
 
 _OWN = contextvars.ContextVar("tpumem_own_lowering", default=False)
-
-
-class CaptureUnavailable(RuntimeError):
-    """This jax has no lowering entry point to wrap; the message says what to use instead."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ def _abstract_consts(jaxpr: Any) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
     consts = list(getattr(jaxpr, "consts", ()))
     specs = []
     for c in consts:
-        committed = isinstance(c, jax.Array) and getattr(c, "_committed", True)
+        committed = isinstance(c, jax.Array) and jaxcompat.committed(c)
         specs.append((jax.typeof(c), c.sharding if committed else None))
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     if inner is not jaxpr:  # jax 0.10: a ClosedJaxpr around an open Jaxpr that holds no values
@@ -129,9 +126,9 @@ def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, 
         if not _specified(sharding) or not hasattr(aval, "shape"):
             continue
         try:
-            n = sources.shard_bytes(aval.shape, aval.dtype, sharding)
+            n = device_readings.shard_bytes(aval.shape, aval.dtype, sharding)
             for dev in sharding.device_set:
-                label = sources.device_label(dev)
+                label = device_readings.device_label(dev)
                 out[label] = out.get(label, 0) + n
         except Exception:
             continue
@@ -141,20 +138,11 @@ def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, 
 class ProgramCapture:
     """``with ProgramCapture() as cap: ...`` then ``cap.programs``: each distinct program lowered inside."""
 
-    def __init__(self) -> None:
-        """Finds the hook point (CaptureUnavailable where this jax has none); installs nothing yet."""
-        import jax
-
-        try:
-            from jax._src import pjit
-        except ImportError:  # pragma: no cover - jax moved its internals
-            pjit = None
-        original = getattr(pjit, "_resolve_and_lower", None)
-        if original is None:
-            raise CaptureUnavailable(
-                f"jax {jax.__version__} has no jax._src.pjit._resolve_and_lower, where tpumem catches the "
-                "programs a test runs; judge them with the hbm_estimate fixture instead"
-            )
+    def __init__(self, devices: list[Any] | None = None) -> None:
+        """Finds the hook point (jaxcompat.Unavailable where this jax has none); installs nothing
+        yet. ``devices``: where the other arrays in use are read (default: every local device)."""
+        pjit, original = jaxcompat.lowering_entry()
+        self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.programs: list[CapturedProgram] = []
         self.errors: list[str] = []  # recordings that failed; reported, never raised into the test
         self._seen: set[Any] = set()
@@ -173,13 +161,13 @@ class ProgramCapture:
                     capture.errors.append(f"a program could not be recorded: {type(e).__name__}: {e}")
             return original(*args, **kwargs)
 
-        self._module._resolve_and_lower = recording
+        jaxcompat.install_lowering(self._module, recording)
         self._installed = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._installed:
-            self._module._resolve_and_lower = self._original
+            jaxcompat.install_lowering(self._module, self._original)
             self._installed = False
 
     def _record(self, bound: dict[str, Any]) -> None:
@@ -215,7 +203,7 @@ class ProgramCapture:
         if key in self._seen:
             return
         self._seen.add(key)
-        used = sources.read_used(sources.local_devices())
+        used = device_readings.read_used(self.devices)
         args = _arg_bytes(avals, tuple(m.sharding for m in metas))
         resident = max((n - args.get(label, 0) for label, n in used.items()), default=0)
         self.programs.append(replace(program, resident=max(resident, 0)))

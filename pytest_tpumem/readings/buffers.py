@@ -36,14 +36,9 @@ class Buffer:
     source: str  # "test_model.py:42 (step)", where jax recorded one
 
     def describe(self) -> str:
-        from .units import format_size
+        from ..telling.text import buffer_line
 
-        where = f" at {self.source}" if self.source else ""
-        if self.kind.startswith("argument"):
-            what = f"{self.kind} ({self.op})" if self.op else self.kind
-        else:
-            what = f"{self.kind} from {self.op or self.instruction} [{self.instruction}]"
-        return f"{format_size(self.size):>9}  {self.shape}  {what}{where}"
+        return buffer_line(self)
 
 
 def _kind(header: str) -> str:

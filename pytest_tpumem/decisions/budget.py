@@ -1,0 +1,59 @@
+"""A budget on the run's own devices: the peak of every local device against the limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .peak import DevicePeak, PeakReport
+from .verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A test's budget: bytes per device, where it came from, and the TPU target it is also judged on."""
+
+    limit: int
+    spelled: str  # where it came from, as the user wrote it: "max_hbm('20GB')", "--tpumem-max-hbm / ini tpumem_max_hbm"
+    target: Any = None  # targets.Target, or None
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """The peak of a measured test, judged against its budget (None: measured for a leak check only)."""
+
+    peak: PeakReport
+    budget: Budget | None
+
+    @property
+    def over(self) -> list[DevicePeak]:
+        """Devices over the budget, the highest peak first."""
+        if self.budget is None:
+            return []
+        return sorted(self.peak.over(self.budget.limit), key=lambda d: -d.peak)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.over)
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.OVER_BUDGET if self.failed else Verdict.OK
+
+    @property
+    def message(self) -> str:
+        from ..telling.text import budget_message
+
+        return budget_message(self)
+
+    @property
+    def section(self) -> str:
+        from ..telling.text import peak_section
+
+        return peak_section(self.peak)
+
+    @property
+    def row(self) -> dict[str, Any]:
+        from ..telling.rows import budget_row
+
+        return budget_row(self)

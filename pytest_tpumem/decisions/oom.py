@@ -1,0 +1,66 @@
+"""Out of device memory: which errors are one, and freeing what the failed code held."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from .peak import PeakReport
+from .verdict import Verdict
+
+
+def is_oom(error: BaseException) -> bool:
+    """jax's runtime error for an allocation that did not fit (not any text that mentions it)."""
+    jax = sys.modules.get("jax")
+    runtime_error = getattr(getattr(jax, "errors", None), "JaxRuntimeError", None)
+    if runtime_error is None or not isinstance(error, runtime_error):
+        return False
+    return str(error).lstrip().startswith("RESOURCE_EXHAUSTED")
+
+
+def free(error: BaseException) -> None:
+    """After an out-of-memory: drop the failed code's frames (and the arrays they hold) and jax's caches."""
+    traceback.clear_frames(error.__traceback__)
+    error.__traceback__ = None
+    gc.collect()
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+
+
+@dataclass(frozen=True)
+class OomResult:
+    """A test (or its setup) that ran out of device memory."""
+
+    error: str  # the first line of jax's error
+    during: str  # "in this test", "while setting up this test"
+    limit: int | None  # the test's budget, if it had one
+    peak: PeakReport | None  # what was measured until then, where the test was measured
+
+    @classmethod
+    def of(cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None) -> "OomResult":
+        text = str(error).strip()
+        return cls(text.splitlines()[0][:300] if text else type(error).__name__, during, limit, peak)
+
+    failed = True
+    verdict = Verdict.OOM
+
+    @property
+    def message(self) -> str:
+        from ..telling.text import oom_message
+
+        return oom_message(self)
+
+    @property
+    def section(self) -> str:
+        return self.message
+
+    @property
+    def row(self) -> dict[str, Any]:
+        from ..telling.rows import oom_row
+
+        return oom_row(self)

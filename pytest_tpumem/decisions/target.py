@@ -1,0 +1,172 @@
+"""A budget on a TPU target: the programs a stretch of code lowers, compiled for the target and
+judged against the budget there. Usable without pytest::
+
+    from pytest_tpumem import TargetCheck
+
+    with TargetCheck("v5e", budget="12GB") as check:
+        train_step(state, batch)
+    result = check.result()  # compiles each program for v5e:2x2 (libtpu, no TPU needed)
+    if result.failed:
+        print(result.message)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import defaults
+from ..readings.tpu import HbmEstimate
+from .verdict import Verdict
+
+
+@dataclass(frozen=True)
+class ProgramJudgement:
+    """One captured program as compiled for the target, or why it could not be."""
+
+    program: str
+    source: str
+    resident: int  # bytes of other arrays in use when the test first lowered it (the run's sizes)
+    estimate: HbmEstimate | None
+    reason: str = ""  # set where it could not be compiled for the target
+    skipped: bool = False  # a small eager operation, not compiled (see defaults.SMALL_EAGER)
+
+    @property
+    def need(self) -> int:
+        """What the device needs while it runs: its own peak plus the arrays it does not take."""
+        if self.estimate is None:
+            return 0
+        return self.estimate.peak + self.resident
+
+
+def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
+    """Compile every captured program for ``target``, except eager operations on less than
+    defaults.SMALL_EAGER bytes: one primitive on that little data cannot move a budget, and each
+    distinct shape would cost a TPU compile (~50 ms)."""
+    from ..readings.retarget import NotRetargetable
+    from ..readings.tpu import compile_captured
+
+    out = []
+    for program in programs:
+        if program.eager and program.data_bytes < defaults.SMALL_EAGER:
+            out.append(ProgramJudgement(program.name, program.source, program.resident, None, skipped=True))
+            continue
+        try:
+            estimate = compile_captured(program, target)
+        except NotRetargetable as e:
+            reason = str(e)
+        except Exception as e:
+            reason = f"{type(e).__name__}: {(str(e).strip().splitlines() or [type(e).__name__])[0][:300]}"
+        else:
+            out.append(ProgramJudgement(program.name, program.source, program.resident, estimate))
+            continue
+        out.append(ProgramJudgement(program.name, program.source, program.resident, None, reason))
+    return out
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What a test's programs need compiled for a TPU target, against the budget there.
+
+    A program that could not be compiled for the target (or recorded) fails the check too: the
+    code is then not judged there, and saying nothing would pass it unchecked."""
+
+    check: str  # "max_hbm" or "hbm_estimate": who asked, for the failure text
+    target: Any  # targets.Target
+    limit: int
+    spelled: str  # where the budget came from
+    judgements: tuple[ProgramJudgement, ...]
+    errors: tuple[str, ...] = ()  # recordings or judgements that failed
+
+    @property
+    def judged(self) -> list[ProgramJudgement]:
+        """Programs compiled for the target, the largest need first."""
+        return sorted((j for j in self.judgements if j.estimate is not None), key=lambda j: -j.need)
+
+    @property
+    def unjudged(self) -> list[ProgramJudgement]:
+        return [j for j in self.judgements if j.estimate is None and not j.skipped]
+
+    @property
+    def over(self) -> list[ProgramJudgement]:
+        return [j for j in self.judged if j.estimate.refused or j.need > self.limit]
+
+    @property
+    def need(self) -> int:
+        """The largest need per device among the programs compiled for the target."""
+        judged = self.judged
+        return judged[0].need if judged else 0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.over or self.unjudged or self.errors)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.over:
+            return Verdict.OVER_BUDGET
+        return Verdict.NOT_JUDGED if self.failed else Verdict.OK
+
+    @property
+    def message(self) -> str:
+        from ..telling.text import target_message
+
+        return target_message(self)
+
+    @property
+    def section(self) -> str:
+        from ..telling.text import target_section
+
+        return target_section(self)
+
+    @property
+    def row(self) -> dict[str, Any]:
+        from ..telling.rows import target_row
+
+        return target_row(self)
+
+
+class TargetCheck:
+    """``with TargetCheck("v5e", budget="12GB") as check: ...`` then ``check.result()``.
+
+    On entering: the topology is built (libtpu; readings.tpu.LibtpuMissing or TopologyError where it
+    cannot be), jax's caches are cleared so every program the code runs is lowered inside, and the
+    lowering is recorded (jaxcompat.Unavailable where this jax has no hook for it). ``budget``
+    defaults to the target's usable HBM per device. ``devices``: where the other arrays in use are
+    read (default: every local device)."""
+
+    def __init__(self, target: Any, budget: int | str | None = None, *, spelled: str = "", check: str = "TargetCheck", devices: list[Any] | None = None):
+        from ..targets import Target, parse_target
+        from ..units import parse_size
+
+        self.target = target if isinstance(target, Target) else parse_target(target)
+        self.limit = self.target.hbm_per_device if budget is None else parse_size(budget, what="budget")
+        self.spelled = spelled or f"{check}({self.target.topology!r}, budget={budget!r})"
+        self.check = check
+        self.devices = devices
+        self.capture: Any = None
+
+    def __enter__(self) -> "TargetCheck":
+        import jax
+
+        from ..readings.capture import ProgramCapture
+        from ..readings.tpu import topology_devices
+
+        topology_devices(self.target.topology)  # a topology libtpu cannot build fails before the code runs
+        self.capture = ProgramCapture(self.devices)
+        jax.clear_caches()  # programs in jit's cache would not be lowered again, so not seen
+        self.capture.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.capture.__exit__(*exc)
+
+    def result(self) -> TargetResult:
+        """Compile what was recorded for the target and judge it (a compile per distinct program)."""
+        errors = list(self.capture.errors)
+        try:
+            judgements = judge_programs(self.capture.programs, self.target)
+        except Exception as e:  # never an INTERNALERROR, never a silent pass: the code is not judged
+            judgements = []
+            errors.append(f"judging for {self.target.topology} failed: {type(e).__name__}: {e}")
+        return TargetResult(self.check, self.target, self.limit, self.spelled, tuple(judgements), tuple(errors))

@@ -1,0 +1,9 @@
+"""Every default in one place: the core's signatures, the markers, the options and the docs read them here."""
+
+ITERATIONS = 3  # leak check: runs judged after the warmup
+WARMUP = 1  # leak check: runs before the baseline (first-call compiles, caches filled once)
+LEAK_THRESHOLD = 100 * 10**6  # bytes of growth per iteration that make a leak
+CLEAR_CACHES = True  # leak check: jax.clear_caches() after every run
+TOP = 20  # rows in the summary
+SAMPLE_MS = 5.0  # interval of the bytes-in-use sampler
+SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (arguments + result) is not compiled

@@ -1,0 +1,102 @@
+"""The fixtures' work: ``leak_check`` and ``hbm_estimate`` (declared in plugin.py, which stays cheap to import)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import pytest
+
+from .. import defaults
+from .failures import LeakFailure, fail
+from .options import Settings
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def record(item: pytest.Item, row: dict[str, Any]) -> None:
+    """Attach a summary row to the test's report (user_properties travel to the xdist controller)."""
+    if item.config.stash[SETTINGS].enabled:
+        from ..telling.rows import PROPERTY
+
+        item.user_properties.append((PROPERTY, row))
+
+
+def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    default = request.config.stash[SETTINGS].leak_threshold
+
+    def leak_check(
+        fn: Callable[..., Any],
+        *args: Any,
+        iterations: int = defaults.ITERATIONS,
+        warmup: int = defaults.WARMUP,
+        threshold: Any = None,
+        clear_caches: bool = defaults.CLEAR_CACHES,
+        **kwargs: Any,
+    ) -> Any:
+        from ..decisions.leak import check_leaks, validate
+        from ..units import SizeError, parse_size
+
+        try:
+            validate(fn, iterations, warmup)
+            limit = default if threshold is None else parse_size(threshold, what="threshold")
+        except (SizeError, ValueError) as e:
+            fail(f"leak_check(...): {e}")
+        # fn's own keywords go through partial, so none can collide with check_leaks' options.
+        call = functools.partial(fn, *args, **kwargs)
+        session = request.config.pluginmanager.get_plugin("tpumem-session")  # under --tpumem: the devices it reads
+        devices = session.devices() if session is not None else None
+        report = check_leaks(
+            call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, devices=devices
+        )
+        record(request.node, report.row)
+        if report.leaking:
+            raise LeakFailure(report)
+        return report
+
+    return leak_check
+
+
+def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    settings = request.config.stash[SETTINGS]
+    default_target = settings.target
+
+    def hbm_estimate(
+        fn: Callable[..., Any],
+        *args: Any,
+        target: Any = None,
+        budget: Any = None,
+        mesh: Any = None,
+        in_shardings: Any = None,
+        out_shardings: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        from ..decisions.target import ProgramJudgement, TargetResult
+        from ..readings.tpu import LibtpuMissing, TopologyError, estimate_hbm
+        from ..targets import TargetError, parse_target
+        from ..units import SizeError, parse_size
+
+        try:
+            chosen = parse_target(target if target is not None else default_target or "", what="hbm_estimate(target=...)")
+            limit = chosen.hbm_per_device if budget is None else parse_size(budget, what="hbm_estimate(budget=...)")
+        except (TargetError, SizeError) as e:
+            fail(str(e) + ("; or set --tpumem-target" if target is None and default_target is None else ""))
+        try:
+            estimate = estimate_hbm(
+                fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
+            )
+        except LibtpuMissing as e:
+            if settings.no_libtpu == "skip":
+                pytest.skip(str(e))
+            fail(f"hbm_estimate: {e}")
+        except TopologyError as e:
+            fail(f"hbm_estimate(target={chosen.topology!r}): {e}")
+        judgement = ProgramJudgement(estimate.program, "", 0, estimate)
+        spelled = f"hbm_estimate(budget={budget!r})" if budget is not None else f"{chosen.generation}'s usable HBM"
+        result = TargetResult("hbm_estimate", chosen, limit, spelled, (judgement,))
+        record(request.node, result.row)
+        if result.failed:
+            fail(result.message)
+        return estimate
+
+    return hbm_estimate

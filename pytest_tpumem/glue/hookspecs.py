@@ -1,0 +1,15 @@
+"""Hooks pytest-tpumem offers to conftest files and other plugins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_tpumem_devices(config: pytest.Config) -> list[Any] | None:
+    """The devices tpumem reads for budgets and marker leak checks (default: every local device
+    of jax's default backend). Called once, when the first measured test starts; return None to
+    keep the default. Objects need ``id``, ``platform``, ``client`` and ``memory_stats()`` as
+    jax's devices have."""

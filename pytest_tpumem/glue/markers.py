@@ -1,0 +1,80 @@
+"""The markers: each is a function with the marker's signature, and its help (``pytest --markers``),
+the "accepted:" part of its errors and the README come from that one signature.
+
+A marker's arguments are parsed by calling its function with them; anything wrong becomes a
+MarkerError whose one line names the marker, the value and what is accepted. Imported on every
+pytest run (the help is registered then): functions only, nothing built at import.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from .. import defaults
+from ..units import ACCEPTED, SizeError, format_size, parse_size
+
+
+class MarkerError(ValueError):
+    """Bad marker arguments; the message is the one line the test fails with."""
+
+
+def max_hbm(limit: Any = None, *, target: Any = None) -> dict[str, Any]:
+    """fail the test when its peak device memory on any local device exceeds limit ("20GB",
+    "1.5GiB", int bytes); with target ("v5e", "v6e:4x4", or --tpumem-target) the jitted programs
+    it runs are also compiled for that TPU and judged there (no limit: the chip's usable HBM)."""
+    from ..targets import parse_target
+
+    chosen = None if target is None else parse_target(target, what="target")
+    return {"limit": None if limit is None else parse_size(limit, what="limit"), "target": chosen}
+
+
+def leak_check(
+    *,
+    iterations: int = defaults.ITERATIONS,
+    warmup: int = defaults.WARMUP,
+    threshold: Any = None,
+    clear_caches: bool = defaults.CLEAR_CACHES,
+) -> dict[str, Any]:
+    """run the test body warmup+iterations times (fixtures set up once), with jax.clear_caches()
+    in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold)."""
+    from ..decisions.leak import validate
+
+    validate(lambda: None, iterations, warmup)
+    if not isinstance(clear_caches, bool):
+        raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
+    size = None if threshold is None else parse_size(threshold, what="threshold")
+    return {"iterations": iterations, "warmup": warmup, "threshold": size, "clear_caches": clear_caches}
+
+
+MARKERS = (max_hbm, leak_check)
+
+
+def signature(fn: Any) -> str:
+    """``leak_check(*, iterations=3, warmup=1, threshold=None, clear_caches=True)``"""
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in inspect.signature(fn).parameters.values()]
+    return f"{fn.__name__}{inspect.Signature(params)}"
+
+
+def help_line(fn: Any) -> str:
+    """The line ``pytest --markers`` shows."""
+    doc = " ".join((fn.__doc__ or "").split())
+    extra = f" Sizes: {ACCEPTED}." if fn is max_hbm else f" Default threshold {format_size(defaults.LEAK_THRESHOLD)}."
+    return f"{signature(fn)}: {doc}{extra} Needs --tpumem."
+
+
+def spell(mark: Any) -> str:
+    """The marker's arguments as the user wrote them: ``('20GB')``."""
+    parts = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def parse(fn: Any, mark: Any) -> dict[str, Any]:
+    """The marker's arguments as ``fn`` parses them; MarkerError (one line) where they are wrong."""
+    name = fn.__name__
+    try:
+        return fn(*mark.args, **mark.kwargs)
+    except TypeError as e:
+        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {e}; accepted: {signature(fn)}") from None
+    except (SizeError, ValueError) as e:
+        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {e}") from None

@@ -1,0 +1,164 @@
+"""Options and ini values, resolved once: command line, else ini, else default.
+
+Imported on every pytest run (pytest_addoption): a table and a few functions, nothing to build at import.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from .. import defaults
+from ..units import SizeError, parse_size, format_size
+
+RECOMPILE = ("marked", "all", "none")
+NO_LIBTPU = ("fail", "skip")
+
+# (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
+OPTIONS = (
+    ("tpumem", "--tpumem", "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary", "bool"),
+    ("tpumem_max_hbm", "--tpumem-max-hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", "size"),
+    (
+        "tpumem_leak_threshold",
+        "--tpumem-leak-threshold",
+        f"default leak threshold per iteration (default {format_size(defaults.LEAK_THRESHOLD)})",
+        "size",
+    ),
+    ("tpumem_top", "--tpumem-top", f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)", "int"),
+    (
+        "tpumem_target",
+        "--tpumem-target",
+        "TPU target, e.g. v5e or v6e:4x4 (needs libtpu): every budgeted test's programs are also compiled "
+        "for it and judged there; the hbm_estimate fixture's default",
+        "target",
+    ),
+    (
+        "tpumem_sample_ms",
+        "--tpumem-sample-ms",
+        f"interval of the bytes-in-use sampler in ms (default {defaults.SAMPLE_MS:g}; 0 turns it off)",
+        "float",
+    ),
+    (
+        "tpumem_recompile",
+        "--tpumem-recompile",
+        "which budgeted tests start with jax's caches cleared, so that the programs they run are compiled "
+        "inside them and count toward the budget whatever ran before: marked (max_hbm markers, the default), "
+        "all (the default budget too), none (no test; no compiled witness)",
+        "choice:" + "|".join(RECOMPILE),
+    ),
+    (
+        "tpumem_no_libtpu",
+        "--tpumem-no-libtpu",
+        "what a test judged on a TPU target does where libtpu is not installed: fail (the default) or skip",
+        "choice:" + "|".join(NO_LIBTPU),
+    ),
+)
+
+
+class SettingError(ValueError):
+    """A bad option or ini value; the plugin turns it into a pytest UsageError."""
+
+
+class Settings(NamedTuple):
+    """The resolved settings of a run (frozen)."""
+
+    enabled: bool = False
+    max_hbm: int | None = None
+    leak_threshold: int = defaults.LEAK_THRESHOLD
+    top: int = defaults.TOP
+    sample_interval: float = defaults.SAMPLE_MS / 1000
+    target: str | None = None  # a TPU topology, "v5e:2x2"
+    recompile: str = RECOMPILE[0]
+    no_libtpu: str = NO_LIBTPU[0]
+    given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _convert(value: Any, kind: str, where: str) -> Any:
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE | _FALSE:
+            return text in _TRUE
+        raise SettingError(f"{where}: {value!r} is not a boolean; use true or false")
+    if kind == "size":
+        try:
+            return parse_size(value, what=where)
+        except SizeError as e:
+            raise SettingError(str(e)) from None
+    if kind == "int":
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise SettingError(f"{where}: {value!r} is not a whole number >= 0")
+        return n
+    if kind == "float":
+        try:
+            x = float(str(value).strip())
+        except ValueError:
+            x = -1.0
+        if not 0 <= x <= 60_000:  # also rejects nan and inf
+            raise SettingError(f"{where}: {value!r} is not a number from 0 to 60000")
+        return x
+    if kind == "target":
+        from ..targets import TargetError, parse_target
+
+        try:
+            return parse_target(value, what=where).topology
+        except TargetError as e:
+            raise SettingError(str(e)) from None
+    if kind.startswith("choice:"):
+        choices = kind.split(":", 1)[1].split("|")
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise SettingError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        return text
+    raise AssertionError(kind)
+
+
+def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> tuple[Any, str]:
+    """The value as given and where it came from; (None, "") where it was not given."""
+    raw = getoption(name)
+    if raw is not None:
+        return raw, flag
+    where = f"ini {name}"
+    try:
+        raw = getini(name)
+    except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
+        hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""
+        raise SettingError(f"{where}: {e}{hint}") from None
+    if raw is None or (isinstance(raw, str) and raw.strip() == "" and kind != "bool"):
+        return None, ""
+    return raw, where
+
+
+def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
+    """Build the frozen settings; raise SettingError naming the value and where it came from."""
+    values: dict[str, Any] = {}
+    for name, flag, _help, kind in OPTIONS:
+        raw, where = _raw(name, flag, kind, getoption, getini)
+        if raw is not None:
+            values[name] = _convert(raw, kind, where)
+    return Settings(
+        enabled=values.get("tpumem", False),
+        max_hbm=values.get("tpumem_max_hbm"),
+        leak_threshold=values.get("tpumem_leak_threshold", defaults.LEAK_THRESHOLD),
+        top=values.get("tpumem_top", defaults.TOP),
+        sample_interval=values.get("tpumem_sample_ms", defaults.SAMPLE_MS) / 1000,
+        target=values.get("tpumem_target"),
+        recompile=values.get("tpumem_recompile", RECOMPILE[0]),
+        no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
+        given=frozenset(values),
+    )
+
+
+def unused_when_off(settings: Settings) -> list[str]:
+    """The flags given while the plugin is off that do nothing then (the fixtures use the leak
+    threshold and the target without --tpumem)."""
+    used_by_fixtures = ("tpumem", "tpumem_leak_threshold", "tpumem_target", "tpumem_no_libtpu")
+    return [flag for name, flag, *_ in OPTIONS if name in settings.given and name not in used_by_fixtures]

@@ -1,0 +1,93 @@
+"""What tpumem does with one test, decided once at setup from its markers and the settings, and
+kept frozen in the item's stash: the call hook and the judgement read it from there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from ..decisions.budget import Budget
+from . import markers
+from .options import Settings
+
+
+@dataclass(frozen=True)
+class LeakOptions:
+    iterations: int
+    warmup: int
+    threshold: int  # bytes per iteration (the session's default where the marker gives none)
+    clear_caches: bool
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    """Budget, leak check and cache clearing of one test; ``error`` where its markers are wrong."""
+
+    budget: Budget | None = None
+    leak: LeakOptions | None = None
+    recompile: bool = False  # clear jax's caches when it starts, so that every program it runs is compiled inside it
+    error: str | None = None
+
+    __test__ = False  # not a test class, whatever pytest's collection thinks of the name
+
+    @property
+    def measured(self) -> bool:
+        return self.budget is not None or self.leak is not None
+
+
+PLAN = pytest.StashKey[TestPlan]()
+
+
+def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
+    try:
+        budget, marked = _budget(item, settings)
+        leak = _leak(item, settings)
+    except markers.MarkerError as e:
+        return TestPlan(error=str(e))
+    if leak is not None and (not isinstance(item, pytest.Function) or _is_unittest(item)):
+        from ..telling.text import cannot_rerun
+
+        return TestPlan(error=cannot_rerun(item.name, "unittest"))
+    recompile = budget is not None and (
+        budget.target is not None or settings.recompile == "all" or (settings.recompile == "marked" and marked)
+    )
+    return TestPlan(budget, leak, recompile)
+
+
+def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]:
+    """The test's budget, and whether a marker set it."""
+    from ..targets import parse_target
+
+    default_target = parse_target(settings.target) if settings.target else None
+    mark = item.get_closest_marker("max_hbm")
+    if mark is not None:
+        parsed = markers.parse(markers.max_hbm, mark)
+        spelled = "max_hbm" + markers.spell(mark)
+        target = parsed["target"] or default_target
+        if parsed["limit"] is not None:
+            return Budget(parsed["limit"], spelled, target), True
+        if target is None:
+            raise markers.MarkerError(
+                f"@pytest.mark.{spelled}: give a limit (\"16GB\") or a TPU target (target=\"v5e\", or --tpumem-target)"
+            )
+        return Budget(target.hbm_per_device, f"{spelled}: {target.generation}'s usable HBM", target), True
+    if settings.max_hbm is not None:
+        return Budget(settings.max_hbm, "--tpumem-max-hbm / ini tpumem_max_hbm", default_target), False
+    return None, False
+
+
+def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
+    mark = item.get_closest_marker("leak_check")
+    if mark is None:
+        return None
+    parsed = markers.parse(markers.leak_check, mark)
+    threshold = settings.leak_threshold if parsed["threshold"] is None else parsed["threshold"]
+    return LeakOptions(parsed["iterations"], parsed["warmup"], threshold, parsed["clear_caches"])
+
+
+def _is_unittest(item: pytest.Item) -> bool:
+    import unittest
+
+    cls = getattr(item, "cls", None)
+    return cls is not None and issubclass(cls, unittest.TestCase)

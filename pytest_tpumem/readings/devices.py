@@ -1,0 +1,230 @@
+"""Device memory: the runtime's statistics (``memory_stats()``) and the bytes of live arrays per
+device, which stand in for device memory where the backend has no statistics (CPU).
+
+jax is imported lazily; nothing here runs before a measurement asks for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One reading of one addressable device.
+
+    ``live_bytes`` is the sum of the addressable shards of ``jax.live_arrays()`` on the device.
+    ``in_use``/``peak``/``limit`` come from ``Device.memory_stats()`` and are None where the
+    backend does not report them (CPU always; -1 from PJRT plugins).
+    """
+
+    device: str
+    live_bytes: int
+    in_use: int | None = None
+    peak: int | None = None
+    limit: int | None = None
+
+    @property
+    def used(self) -> int:
+        """Bytes in use: the runtime's figure where it has one, else live arrays (the CPU stand-in)."""
+        return self.in_use if self.in_use is not None else self.live_bytes
+
+
+def local_devices() -> list[Any]:
+    """The devices this process can read: every addressable device of the default backend.
+    Starting the backend may load libtpu, whose start-up noise is kept off the terminal."""
+    import jax
+
+    from .jaxcompat import backends_started
+
+    if backends_started():
+        return list(jax.local_devices())
+    with libtpu_startup_filtered():
+        return list(jax.local_devices())
+
+
+def device_label(device: Any) -> str:
+    return f"{device.platform}:{device.id}"
+
+
+def _stat(stats: dict[str, Any] | None, key: str) -> int | None:
+    if not stats:
+        return None
+    value = stats.get(key)
+    if value is None or value < 0:  # PJRT C API backends report -1 for fields they do not fill
+        return None
+    return int(value)
+
+
+def memory_stats(device: Any) -> dict[str, Any] | None:
+    try:
+        return device.memory_stats()
+    except Exception:  # a non-addressable device or a backend without stats
+        return None
+
+
+def shard_bytes(shape: Any, dtype: Any, sharding: Any) -> int:
+    """Bytes of one shard of an array of ``shape`` and ``dtype`` laid out by ``sharding``."""
+    return math.prod(sharding.shard_shape(shape)) * dtype.itemsize
+
+
+def live_bytes_by_device() -> dict[str, int]:
+    """Bytes of the addressable shards of every live array, per device label."""
+    import jax
+
+    out: dict[str, int] = {}
+    for arr in jax.live_arrays():
+        try:
+            sharding = arr.sharding
+            n = shard_bytes(arr.shape, arr.dtype, sharding)
+            for dev in sharding.addressable_devices:
+                label = device_label(dev)
+                out[label] = out.get(label, 0) + n
+        except Exception:
+            # Extended dtypes (PRNG keys) or arrays deleted while we walk: count shard by shard.
+            try:
+                for shard in arr.addressable_shards:
+                    label = device_label(shard.device)
+                    out[label] = out.get(label, 0) + shard.data.nbytes
+            except Exception:
+                continue
+    return out
+
+
+def read_devices(devices: Iterable[Any] | None = None) -> dict[str, DeviceMemory]:
+    """Read every source for every addressable device (or the ones given)."""
+    devices = local_devices() if devices is None else list(devices)
+    live = live_bytes_by_device()
+    out = {}
+    for dev in devices:
+        label = device_label(dev)
+        stats = memory_stats(dev)
+        out[label] = DeviceMemory(
+            device=label,
+            live_bytes=live.get(label, 0),
+            in_use=_stat(stats, "bytes_in_use"),
+            peak=_stat(stats, "peak_bytes_in_use"),
+            limit=_stat(stats, "bytes_limit"),
+        )
+    return out
+
+
+def read_used(devices: Iterable[Any]) -> dict[str, int]:
+    """Bytes in use per device, cheaply: runtime stats where present, else live arrays."""
+    live: dict[str, int] | None = None
+    out = {}
+    for dev in devices:
+        label = device_label(dev)
+        in_use = _stat(memory_stats(dev), "bytes_in_use")
+        if in_use is None:
+            if live is None:
+                live = live_bytes_by_device()
+            in_use = live.get(label, 0)
+        out[label] = in_use
+    return out
+
+
+def reset_peak(device: Any) -> bool:
+    """Reset the runtime high-water mark where the installed jax offers a way; False otherwise."""
+    for name in ("reset_memory_stats", "clear_memory_stats"):
+        fn = getattr(device, name, None)
+        if callable(fn):
+            try:
+                fn()
+                return True
+            except Exception:
+                return False
+    return False
+
+
+_DISTRIBUTIONS = ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin", "jax-cuda13-plugin")
+
+
+def installed_versions() -> dict[str, str]:
+    """Versions of jax and its backends as installed, read from package metadata (no import)."""
+    from importlib import metadata
+
+    out = {}
+    for name in _DISTRIBUTIONS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def backend_summary(devices: list[Any] | None = None) -> dict[str, Any]:
+    """What the summary says of the backend: its devices (default: every local device), which
+    sources they offer, and the features this jax lacks. Starts the backend: call it only once
+    the suite has configured jax."""
+    import jax
+
+    from . import jaxcompat
+    from .host import host_peak_resettable
+
+    devices = local_devices() if devices is None else list(devices)
+    stats = memory_stats(devices[0]) if devices else None
+    limit = _stat(stats, "bytes_limit")
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [device_label(d) for d in devices],
+        "device_kind": devices[0].device_kind if devices else "?",
+        "memory_stats": stats is not None,
+        "known_stats": [k for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit") if _stat(stats, k) is not None],
+        "bytes_limit": limit,
+        "host_peak_resettable": host_peak_resettable(),
+        "unavailable": jaxcompat.unavailable(),
+    }
+
+
+# --- libtpu's start-up noise ---------------------------------------------------------------------
+
+# Lines libtpu writes to stderr when it loads on a machine without a TPU (jax's backend start, or a
+# compile for a TPU target): nothing is wrong, the CPU is used or the compile goes on.
+_LIBTPU_NOISE = (
+    r"could not determine TPU (accelerator type|worker hostnames)",
+    r"^WARNING: Logging before InitGoogle\(\) is written to STDERR",
+    r"^=== Source Location Trace: ===",
+    r"^\S+/libtpu_init_utils\.cc:\d+\s*$",
+)
+
+
+def without_libtpu_noise(text: str) -> str:
+    """``text`` without the lines libtpu writes when it starts with no TPU attached; every other line kept."""
+    import re
+
+    return "".join(
+        line for line in text.splitlines(keepends=True) if not any(re.search(p, line) for p in _LIBTPU_NOISE)
+    )
+
+
+@contextlib.contextmanager
+def libtpu_startup_filtered() -> Iterator[None]:
+    """Around code that may load libtpu for the first time: what it writes to the process's stderr
+    (file descriptor 2) is held back, then written out again without libtpu's start-up noise.
+    Does nothing where libtpu is not installed; harmless where it has loaded already."""
+    import importlib.util
+    import os
+    import sys
+    import tempfile
+
+    if importlib.util.find_spec("libtpu") is None:
+        yield
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = without_libtpu_noise(held.read().decode(errors="replace"))
+            if kept:
+                os.write(2, kept.encode())

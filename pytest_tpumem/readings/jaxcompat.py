@@ -1,0 +1,166 @@
+"""Every private jax API the plugin uses, in one place, with one availability check per feature.
+
+jax moves its internals between releases. Each feature below names what it needs; where the
+installed jax lacks it, :func:`unavailable` says so (the summary prints it: "tpumem: compiled
+programs unavailable on this jax: ...") and the code that would use it reports the gap in its
+result instead of dropping it silently. Checked on jax 0.10.2 and 0.11.2.
+
+Nothing here starts a backend; only :func:`unavailable` imports jax (the summary calls it once a
+measured test has run, after the suite configured jax).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs compiled during a test
+PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a TPU-target test lowers
+RETARGETING = "retargeting"  # jax._src.core.eval_jaxpr, AbstractMesh.update: a captured program on TPU devices
+BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized: read devices only once started
+
+
+class Unavailable(RuntimeError):
+    """A feature this jax lacks; the message names it and the missing API."""
+
+
+def _missing(feature: str) -> str | None:
+    """Why ``feature`` cannot be used on the installed jax, or None where it can."""
+    import jax
+
+    try:
+        if feature == COMPILED_PROGRAMS:
+            from jax._src.lib import _jax
+
+            ok = callable(getattr(getattr(_jax, "Client", None), "live_executables", None))
+            need = "jaxlib's Client.live_executables()"
+        elif feature == PROGRAM_CAPTURE:
+            from jax._src import pjit
+
+            ok = callable(getattr(pjit, "_resolve_and_lower", None))
+            need = "jax._src.pjit._resolve_and_lower"
+        elif feature == RETARGETING:
+            from jax._src import core, mesh
+
+            ok = callable(getattr(core, "eval_jaxpr", None)) and hasattr(getattr(mesh, "AbstractMesh", None), "update")
+            need = "jax._src.core.eval_jaxpr and AbstractMesh.update"
+        elif feature == BACKEND_STATE:
+            from jax._src import xla_bridge
+
+            ok = callable(getattr(xla_bridge, "backends_are_initialized", None))
+            need = "jax._src.xla_bridge.backends_are_initialized"
+        else:
+            raise ValueError(feature)
+    except ImportError as e:
+        return f"jax {jax.__version__}: {e}"
+    return None if ok else f"jax {jax.__version__} has no {need}"
+
+
+def unavailable() -> dict[str, str]:
+    """The features the installed jax lacks, with the reason; {} where every one is there."""
+    out = {}
+    for feature in (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE):
+        reason = _missing(feature)
+        if reason is not None:
+            out[feature] = reason
+    return out
+
+
+# --- backend state -------------------------------------------------------------------------------
+
+
+def backends_started() -> bool:
+    """Whether jax's backend is up already, found without importing jax or starting a backend.
+    False where jax is not imported, and where this jax cannot tell (never start it to find out)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:
+        return False
+
+
+# --- compiled programs ---------------------------------------------------------------------------
+
+
+def live_executables(client: Any) -> list[Any] | None:
+    """The executables the backend client holds, or None where this jax cannot list them."""
+    fn = getattr(client, "live_executables", None)
+    if fn is None:
+        return None
+    try:
+        return list(fn())
+    except Exception:
+        return None
+
+
+# --- program capture -----------------------------------------------------------------------------
+
+
+def lowering_entry() -> tuple[Any, Callable[..., Any]]:
+    """(module, function) of the point where jax lowers every program it compiles; Unavailable
+    where this jax has none."""
+    reason = _missing(PROGRAM_CAPTURE)
+    if reason is not None:
+        raise Unavailable(f"{PROGRAM_CAPTURE} unavailable: {reason}")
+    from jax._src import pjit
+
+    return pjit, pjit._resolve_and_lower
+
+
+def install_lowering(module: Any, function: Callable[..., Any]) -> None:
+    module._resolve_and_lower = function
+
+
+def committed(array: Any) -> bool:
+    """Whether an array was placed on its device by the user (jax may not move it)."""
+    return bool(getattr(array, "_committed", True))
+
+
+# --- retargeting ---------------------------------------------------------------------------------
+
+
+def eval_jaxpr(jaxpr: Any, consts: list[Any], *args: Any) -> Any:
+    reason = _missing(RETARGETING)
+    if reason is not None:
+        raise Unavailable(f"{RETARGETING} unavailable: {reason}")
+    from jax._src.core import eval_jaxpr as run
+
+    return run(jaxpr, consts, *args)
+
+
+def is_abstract_mesh(value: Any) -> bool:
+    return type(value).__name__ == "AbstractMesh"
+
+
+def abstract_device(devices: tuple[Any, ...]) -> Any:
+    """The abstract device (kind, platform) of ``devices``, as a device-free mesh names it."""
+    import numpy as np
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(devices[:1]), ("_",)).abstract_mesh.abstract_device
+
+
+def with_abstract_device(mesh: Any, device: Any) -> Any:
+    """A device-free mesh with the same axes for another kind of device."""
+    if getattr(mesh, "empty", False) or not hasattr(mesh, "update"):
+        return mesh
+    if getattr(mesh, "abstract_device", None) == device:
+        return mesh
+    return mesh.update(abstract_device=device)
+
+
+def context_mesh(ctx: Any) -> Any:
+    """The abstract mesh an equation was traced under (shard_map bodies, explicit sharding), or None."""
+    return getattr(ctx, "cur_abstract_mesh", None)
+
+
+def with_context_mesh(ctx: Any, mesh: Any) -> Any:
+    """A copy of an equation's context under another abstract mesh."""
+    import copy
+
+    ctx = copy.copy(ctx)
+    object.__setattr__(ctx, "cur_abstract_mesh", mesh)
+    return ctx

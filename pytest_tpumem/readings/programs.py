@@ -1,0 +1,68 @@
+"""Programs compiled during a measurement, and what XLA says each needs per device.
+
+The backend client lists the executables it holds; the ones it holds after a measurement and not
+before are the programs compiled during it. Listing them is private to jaxlib (see jaxcompat);
+where this jax cannot, :func:`executable_ids` returns None and the measurement says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import jaxcompat
+from .devices import device_label
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """A program compiled during a measurement and what XLA says it needs per device."""
+
+    name: str
+    devices: tuple[str, ...]
+    peak: int
+    arguments: int
+    outputs: int
+    temps: int
+
+    @property
+    def beyond_arguments(self) -> int:
+        """Bytes the program needs on top of its arguments (which are already on the device)."""
+        return max(0, self.peak - self.arguments)
+
+
+def _client(devices: list[Any]) -> Any:
+    return devices[0].client if devices else None
+
+
+def executable_ids(devices: list[Any]) -> set[int] | None:
+    """Identities of the executables the client holds now; None where this jax cannot list them."""
+    executables = jaxcompat.live_executables(_client(devices))
+    return None if executables is None else {id(e) for e in executables}
+
+
+def new_programs(devices: list[Any], before: set[int] | None) -> list[CompiledProgram]:
+    """Programs the backend client holds now that it did not hold in ``before``."""
+    if before is None:
+        return []
+    executables = jaxcompat.live_executables(_client(devices)) or []
+    out = []
+    for exe in executables:
+        if id(exe) in before:
+            continue
+        try:
+            stats = exe.get_compiled_memory_stats()
+            peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0)
+            args = int(stats.argument_size_in_bytes)
+            outputs = int(stats.output_size_in_bytes)
+            temps = int(stats.temp_size_in_bytes)
+            alias = int(getattr(stats, "alias_size_in_bytes", 0) or 0)
+            if peak <= 0 or exe.client.platform == "cpu":
+                # XLA's CPU peak leaves temporaries out (it is arguments + outputs there): count them.
+                peak = max(peak, args + outputs + temps - alias)
+            names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
+            devs = tuple(device_label(d) for d in exe.local_devices())
+        except Exception:
+            continue
+        out.append(CompiledProgram(names[0] if names else "?", devs, peak, args, outputs, temps))
+    return out

@@ -1,0 +1,295 @@
+"""Every sentence the user reads: the report header, failure messages, report sections, and the
+one-line errors of the pytest glue. Built from the results of decisions/ (read by attribute, so
+nothing here imports them) and printed in people's units; machine figures are in rows.py.
+
+Input errors (a size, a target name, an option value that cannot be parsed) are worded by the
+parser that rejects them (units.py, targets.py, glue/options.py, glue/markers.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..units import format_delta, format_size
+
+if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
+    from ..decisions.budget import BudgetResult
+    from ..decisions.leak import LeakReport, Series
+    from ..decisions.oom import OomResult
+    from ..decisions.peak import DevicePeak, PeakReport
+    from ..decisions.target import ProgramJudgement, TargetResult
+    from ..readings.buffers import Buffer
+    from ..readings.tpu import HbmEstimate
+    from ..targets import Target
+
+STAND_IN_NOTE = (
+    "live arrays stand in for device memory (CPU backend: XLA temporaries are seen only for programs "
+    "compiled during the test)"
+)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+# --- the header and the top of the summary -------------------------------------------------------
+
+
+def versions_line(versions: dict[str, str]) -> str:
+    """The header before any device is read: what is installed, and when the devices will be read."""
+    installed = ", ".join(f"{name} {v}" for name, v in versions.items()) or "jax not installed"
+    return (
+        f"tpumem: {installed}; devices are read when the first measured test starts "
+        "(after the suite has configured jax) and listed in the summary"
+    )
+
+
+XDIST_CONTROLLER_LINE = "tpumem: devices are read in the pytest-xdist workers and listed in the summary"
+
+
+def settings_line(max_hbm: int | None, leak_threshold: int) -> str:
+    budget = format_size(max_hbm) if max_hbm else "none"
+    return f"tpumem: default budget {budget}, leak threshold {format_size(leak_threshold)}/iteration"
+
+
+def target_text(target: Target) -> str:
+    per = "per chip" if target.device == "chip" else "per TensorCore (2 a chip)"
+    return f"{target.topology}: {format_size(target.hbm_per_device)} usable HBM {per}"
+
+
+def target_line(target: Target) -> str:
+    return f"tpumem: target {target_text(target)} (budgeted tests' programs are compiled for it; hbm_estimate's default)"
+
+
+def backend_lines(s: dict[str, Any]) -> list[str]:
+    """The backend, its devices, the sources they offer and what this jax lacks (``readings.devices.backend_summary()``)."""
+    if "error" in s:
+        return [f"tpumem: the jax backend did not start, so no device can be read: {s['error']}"]
+    known = s["known_stats"]
+    if not s["memory_stats"]:
+        stats = "no memory_stats"
+    else:
+        stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
+    stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
+    host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
+    limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
+    devices = s["devices"]
+    unavailable = s.get("unavailable", {})
+    programs = "" if "compiled programs" in unavailable else ", compiled programs"
+    lines = [
+        f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
+        f"{_plural(len(devices), 'local device')}: {', '.join(devices[:8])}{' ...' if len(devices) > 8 else ''}{limit}",
+        f"tpumem: sources: live arrays, {stats}{programs}, {host}{stand_in}",
+    ]
+    lines += [f"tpumem: {feature} unavailable on this jax: {reason}" for feature, reason in unavailable.items()]
+    return lines
+
+
+# --- budget on the run's devices -----------------------------------------------------------------
+
+
+def peak_line(d: DevicePeak) -> str:
+    seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
+    return f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
+
+
+def budget_message(result: BudgetResult) -> str:
+    """Short failure text for a test over its budget on the run's devices."""
+    over = result.over
+    if not over:
+        return ""
+    worst = over[0]
+    budget = result.budget
+    lines = [
+        f"max_hbm: peak {format_size(worst.peak)} on {worst.device} is over the budget of "
+        f"{format_size(budget.limit)} ({budget.spelled}), judged by {worst.witness}"
+    ]
+    if worst.stand_in:
+        lines[0] += f"; {STAND_IN_NOTE}"
+    lines += ["  " + peak_line(d) for d in over]
+    return "\n".join(lines)
+
+
+def peak_section(report: PeakReport) -> str:
+    """The long form of a measured peak, for the test's report section."""
+    lines = [peak_line(d) for d in report.devices.values()]
+    if report.host_peak is not None:
+        lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
+    if not report.programs_listed:
+        lines.append("compiled programs: unavailable on this jax (no compiled witness)")
+    for p in report.programs:
+        lines.append(
+            f"compiled {p.name} on {','.join(p.devices)}: peak {format_size(p.peak)} "
+            f"(arguments {format_size(p.arguments)}, outputs {format_size(p.outputs)}, temps {format_size(p.temps)})"
+        )
+    return "\n".join(lines)
+
+
+# --- out of memory -------------------------------------------------------------------------------
+
+
+def oom_message(result: OomResult) -> str:
+    lines = [f"out of device memory {result.during} (budget {format_size(result.limit)}): {result.error}"]
+    if result.peak is not None:
+        lines += ["  " + peak_line(d) for d in result.peak.devices.values()]
+    lines.append("  tpumem freed the test's frames and jax's caches so the tests after it can run")
+    return "\n".join(lines)
+
+
+# --- leak check ----------------------------------------------------------------------------------
+
+
+def series_line(s: Series) -> str:
+    parts = [format_size(s.values[0])]
+    for v, d in zip(s.values[1:], s.deltas):
+        parts.append(f"{format_size(v)} ({format_delta(d)})")
+    line = f"{s.name}: " + " -> ".join(parts)
+    left = s.iterations_left()
+    if left is not None:
+        line += f"; exhausted in ~{left} more iterations (limit {format_size(s.limit)})"
+    return line
+
+
+def leak_message(report: LeakReport) -> str:
+    """What grew, by how much per iteration, on which device; for a clean check, one line saying so."""
+    head = report.worst
+    over = f"over {_plural(report.iterations, 'iteration')}"
+    threshold = f"threshold {format_size(report.threshold)}/iteration"
+    if not report.leaking:
+        if head is None:
+            return f"leak_check: no leak: nothing could be read {over}"
+        return (
+            f"leak_check: no leak {over}: the largest growth was {head.name} at "
+            f"{format_size(max(head.growth, 0))}/iteration, under the {threshold}"
+        )
+    lines = [f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})"]
+    lines += ["  " + series_line(s) for s in report.leaking_series]
+    return "\n".join(lines)
+
+
+def leak_section(report: LeakReport) -> str:
+    return "\n".join(series_line(s) for s in report.series)
+
+
+# --- budget on a TPU target ----------------------------------------------------------------------
+
+
+def buffer_line(b: Buffer) -> str:
+    where = f" at {b.source}" if b.source else ""
+    if b.kind.startswith("argument"):
+        what = f"{b.kind} ({b.op})" if b.op else b.kind
+    else:
+        what = f"{b.kind} from {b.op or b.instruction} [{b.instruction}]"
+    return f"{format_size(b.size):>9}  {b.shape}  {what}{where}"
+
+
+def estimate_text(e: HbmEstimate, buffers: bool = True) -> str:
+    """One line of figures for a program compiled for a target, then (``buffers``) its largest buffers."""
+    if e.refused:
+        line = (
+            f"{e.target}: the TPU compiler refused the program: it needs {format_size(e.peak)} per device, "
+            f"{format_size(e.capacity)} is available ({e.compiler_message})"
+        )
+    else:
+        source = "" if e.spaces else " (XLA's peak, on-chip scratch included: no buffer assignment was read)"
+        line = (
+            f"{e.target} ({_plural(e.devices, 'device')}): {format_size(e.peak)} of HBM "
+            f"per device{source} of {format_size(e.capacity)} (headroom {format_size(e.headroom)}); arguments "
+            f"{format_size(e.arguments)}, outputs {format_size(e.outputs)}, temporaries "
+            f"{format_size(e.temps)}, code {format_size(e.generated_code)}"
+        )
+    if buffers and e.buffers:
+        line += f"\n  largest buffers on {e.target} (per device, as laid out):"
+        line += "".join("\n    " + buffer_line(b) for b in e.buffers)
+    return line
+
+
+def _judgement_line(j: ProgramJudgement, buffers: bool = False) -> str:
+    where = f" ({j.source})" if j.source else ""
+    if j.estimate is None:
+        return f"{j.program}{where}: not compiled for the target: {j.reason}"
+    head = f"{j.program}{where}: "
+    if j.resident >= max(2**20, j.estimate.peak // 100):  # smaller leftovers are in the figure, not worth a word
+        head += (
+            f"needs {format_size(j.need)} per device = its own {format_size(j.estimate.peak)} + "
+            f"{format_size(j.resident)} of other arrays in use when it was first lowered (sizes on this run's devices); "
+        )
+    return head + estimate_text(j.estimate, buffers).replace("\n", "\n  ")
+
+
+def target_message(r: TargetResult) -> str:
+    """The failure text: programs over the budget on the target, and programs that could not be judged there."""
+    topo = r.target.topology
+    budget = f"the budget of {format_size(r.limit)} ({r.spelled})"
+    message = []
+    over = r.over
+    if over and r.check == "hbm_estimate":
+        message.append(f"hbm_estimate: over the budget of {format_size(r.limit)}: {estimate_text(over[0].estimate)}")
+    elif over:
+        worst = over[0]
+        if worst.estimate.refused:
+            message.append(f"max_hbm: the TPU compiler refused {worst.program} for {topo}, over {budget}")
+        else:
+            message.append(f"max_hbm: {worst.program} needs {format_size(worst.need)} per device compiled for {topo}, over {budget}")
+        message += ["  " + _judgement_line(j, buffers=True) for j in over]
+    unjudged = r.unjudged
+    if unjudged or r.errors:
+        n = len(unjudged) + len(r.errors)
+        message.append(
+            f"{r.check}: {_plural(n, 'program')} the test ran could not be compiled for {topo}, "
+            "so the test is not judged there (judge it with the hbm_estimate fixture instead):"
+        )
+        message += ["  " + _judgement_line(j) for j in unjudged]
+        message += [f"  {e}" for e in r.errors]
+    return "\n".join(message)
+
+
+def target_section(r: TargetResult) -> str:
+    judged = r.judged
+    small = [j for j in r.judgements if j.skipped]
+    head = f"compiled for {r.target.topology}: {_plural(len(judged), 'program')} the test ran"
+    if small:
+        head += f"; {_plural(len(small), 'eager operation')} on under 1 MiB each not compiled"
+    if not r.judgements and not r.errors:
+        head += (
+            " (none was lowered during the test; programs compiled ahead of time before it, with"
+            " .lower().compile() in a fixture or at import, are not seen)"
+        )
+    return "\n".join([head] + ["  " + _judgement_line(j) for j in judged + r.unjudged])
+
+
+def libtpu_install_line() -> str:
+    return (
+        'pip install "jax[tpu]" (from a checkout of pytest-tpumem: pip install ".[tpu]"; '
+        'once it is published: pip install "pytest-tpumem[tpu]")'
+    )
+
+
+def no_libtpu(topology: str, spelled: str) -> str:
+    return (
+        f"judging this test on {topology} ({spelled}) needs libtpu, which is not installed: {libtpu_install_line()}; "
+        "--tpumem-no-libtpu=skip skips such tests instead"
+    )
+
+
+# --- the pytest glue's one-line errors -----------------------------------------------------------
+
+
+def cannot_rerun(name: str, why: str) -> str:
+    if why == "async":
+        return (
+            f"@pytest.mark.leak_check cannot re-run the async test {name}; "
+            "call the leak_check fixture on a synchronous function inside it instead"
+        )
+    return (
+        f"@pytest.mark.leak_check cannot re-run {name}: only plain pytest test functions can be "
+        "re-run (not unittest.TestCase methods or other items); call the leak_check fixture or "
+        "pytest_tpumem.check_leaks on a function instead"
+    )
+
+
+def backend_failed(name: str, problem: str) -> str:
+    return f"tpumem cannot measure {name}: the jax backend did not start: {problem}"
+
+
+def not_judged(spelled: str, problem: str) -> str:
+    return f"{spelled}: {problem}"
