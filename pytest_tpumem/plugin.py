@@ -37,7 +37,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     from .glue import markers, options
-    from .glue.fixtures import SETTINGS
 
     for marker in markers.MARKERS:
         config.addinivalue_line("markers", markers.help_line(marker))
@@ -45,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = options.resolve(config.getoption, config.getini)
     except options.SettingError as e:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
-    config.stash[SETTINGS] = settings
+    config.stash[options.SETTINGS] = settings
     if settings.enabled:
         from .glue.session import TpuMem
 

@@ -151,3 +151,53 @@ def test_a_test_that_fails_on_its_own_keeps_its_error_and_gets_the_budget_in_its
         ]
     )
     assert "During handling" not in result.stdout.str()
+
+
+ORDER = """
+import jax, jax.numpy as jnp, pytest
+
+A = jnp.ones((2000, 8), jnp.float32)  # 64 kB each, made at import
+B = jnp.ones((8, 2000), jnp.float32)
+
+@jax.jit
+def step(a, b):
+    return jnp.cumsum(a @ b, axis=0)[-1].sum()  # 32 MB of temporaries (the product, its sums); a 4-byte result
+
+def test_1_warms_up():
+    step(A, B).block_until_ready()
+
+@pytest.mark.max_hbm("12MB")
+def test_2_budgeted():
+    step(A, B).block_until_ready()
+
+def test_3_default_budget():
+    step(A, B).block_until_ready()
+"""
+
+
+def _row(result, name):
+    """The summary row of test ``name``: its verdict and peak cells."""
+    summary = result.stdout.str().split("= tpumem =")[1]
+    (line,) = [line for line in summary.splitlines() if line.rstrip().endswith("::" + name)]
+    return line.split()[:4]
+
+
+@pytest.mark.parametrize("recompile", ["marked", "all", "none"])
+def test_a_budgeted_test_gets_the_same_verdict_alone_and_after_a_warm_up(pytester, recompile):
+    """A program compiled by an earlier test is compiled again (and counted) in a test whose
+    caches are cleared; where they are kept, compiled programs are not counted at all: either way
+    the verdict and peak do not depend on what ran before."""
+    pytester.makepyfile(test_order=ORDER)
+    args = ["--tpumem", "-p", "no:cacheprovider", "--tpumem-max-hbm=1GB", f"--tpumem-recompile={recompile}"]
+    after = pytester.runpytest_subprocess(*args)
+    alone = {name: pytester.runpytest_subprocess(*args, "-k", name) for name in ("test_2_budgeted", "test_3_default_budget")}
+    for name, run in alone.items():
+        assert _row(run, name) == _row(after, name), f"{name} alone vs after the warm-up ({recompile})"
+    budgeted = _row(after, "test_2_budgeted")
+    if recompile in ("marked", "all"):  # the program's temporaries count
+        assert budgeted[:3] == ["over", "budget", "cpu:0"], budgeted
+        after.stdout.fnmatch_lines(["max_hbm: peak 32.?MB on cpu:0 is over the budget of 12.0MB (max_hbm('12MB')), judged by compiled*"])
+    else:  # no compiled witness: the live arrays alone (the CPU stand-in's lower bound)
+        assert budgeted[0] == "ok", budgeted
+    default = _row(after, "test_3_default_budget")
+    assert (default[2].endswith("MB") and float(default[2][:-2]) > 16) is (recompile == "all"), default

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import defaults
 from ..readings import devices as device_readings
 from ..readings import host, programs as program_readings
 from ..readings.programs import CompiledProgram
@@ -47,7 +48,7 @@ class PeakReport:
     devices: dict[str, DevicePeak]
     host_peak: int | None
     programs: tuple[CompiledProgram, ...] = field(default=())
-    programs_listed: bool = True  # False where this jax cannot list compiled programs: no "compiled" witness
+    uncounted: str = ""  # why programs compiled during the measurement were not counted (no "compiled" witness), if so
 
     @property
     def worst(self) -> DevicePeak | None:
@@ -144,10 +145,20 @@ class PeakTracker:
         report = tracker.stop()
     """
 
-    def __init__(self, devices: list[Any] | None = None, sample_interval: float = 0.005, body: Any = None):
-        """``body``: the function (the test) whose locals are read after it returns: ``body-end``."""
+    def __init__(
+        self,
+        devices: list[Any] | None = None,
+        sample_interval: float = defaults.SAMPLE_MS / 1000,
+        body: Any = None,
+        compiled: bool = True,
+    ):
+        """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
+        ``compiled``: count the programs compiled during the measurement (the ``compiled`` witness).
+        Leave it on only where jax's caches were cleared at the start: otherwise a program compiled
+        earlier and run again is not seen, and the peak would depend on what ran before."""
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
+        self.compiled = compiled
         try:  # the test's own code, not a decorator's wrapper around it
             self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
         except ValueError:  # a wrapper cycle
@@ -158,7 +169,7 @@ class PeakTracker:
     def start(self) -> PeakTracker:
         self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
         self._start = device_readings.read_devices(self.devices)
-        self._executables = program_readings.executable_ids(self.devices)
+        self._executables = program_readings.executable_ids(self.devices) if self.compiled else None
         self._host_reset = host.reset_host_peak()
         if self.sample_interval > 0:
             self._sampler = _Sampler(self.devices, self.sample_interval)
@@ -206,4 +217,10 @@ class PeakTracker:
                 stand_in=first.in_use is None,
             )
         host_peak = host.host_peak() if self._host_reset else None
-        return PeakReport(devices, host_peak, tuple(programs), programs_listed=self._executables is not None)
+        if not self.compiled:
+            uncounted = "jax's caches were kept, so a program compiled earlier would not be seen"
+        elif self._executables is None:
+            uncounted = "this jax cannot list compiled programs"
+        else:
+            uncounted = ""
+        return PeakReport(devices, host_peak, tuple(programs), uncounted)

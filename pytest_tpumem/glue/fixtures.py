@@ -9,9 +9,7 @@ import pytest
 
 from .. import defaults
 from .failures import LeakFailure, fail
-from .options import Settings
-
-SETTINGS = pytest.StashKey[Settings]()
+from .options import SETTINGS
 
 
 def record(item: pytest.Item, row: dict[str, Any]) -> None:

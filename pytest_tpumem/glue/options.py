@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import pytest
+
 from .. import defaults
 from ..units import SizeError, parse_size, format_size
 
@@ -71,6 +73,8 @@ class Settings(NamedTuple):
     no_libtpu: str = NO_LIBTPU[0]
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
+
+SETTINGS = pytest.StashKey[Settings]()  # the resolved settings, in config.stash
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

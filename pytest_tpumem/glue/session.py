@@ -140,7 +140,9 @@ class TpuMem:
 
             jax.clear_caches()  # every program the test runs is compiled (and seen) inside it
         body = getattr(item, "obj", None) if plan.leak is None else None
-        tracker = PeakTracker(self.devices(), sample_interval=self.settings.sample_interval, body=body).start()
+        tracker = PeakTracker(
+            self.devices(), sample_interval=self.settings.sample_interval, body=body, compiled=plan.recompile
+        ).start()
         oom: BaseException | None = None
         outcome = "failed"
         try:

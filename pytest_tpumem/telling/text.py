@@ -114,8 +114,8 @@ def peak_section(report: PeakReport) -> str:
     lines = [peak_line(d) for d in report.devices.values()]
     if report.host_peak is not None:
         lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
-    if not report.programs_listed:
-        lines.append("compiled programs: unavailable on this jax (no compiled witness)")
+    if report.uncounted:
+        lines.append(f"compiled programs: not counted ({report.uncounted})")
     for p in report.programs:
         lines.append(
             f"compiled {p.name} on {','.join(p.devices)}: peak {format_size(p.peak)} "
