@@ -50,3 +50,17 @@ def test_format():
     assert format_delta(1500) == "+1.5kB"
     assert format_delta(-2 * 10**6) == "-2.0MB"
     assert format_delta(0) == "+0B"
+
+
+@pytest.mark.parametrize("n", [0, 999, 50_000, 98_304, 16 * 10**6, 2**30, 21 * 10**12])
+def test_a_size_copied_from_the_output_parses_back_to_its_unit(n):
+    """What the plugin prints ("98.3kB") is accepted where a size is asked for, in the same unit."""
+    printed = format_size(n)
+    back = parse_size(printed, allow_zero=True)
+    assert format_size(back) == printed
+    unit = next((u for u in (10**12, 10**9, 10**6, 10**3) if n >= u), 1)
+    assert abs(back - n) <= unit // 20  # printed with one decimal place of its unit
+
+
+def test_kb_is_accepted_as_printed():
+    assert parse_size("50kB") == parse_size("50KB") == 50_000

@@ -174,7 +174,7 @@ def validate(fn: Any, iterations: Any, warmup: Any) -> None:
 
 def _short_repr(value: Any) -> str:
     text = " ".join(repr(value).split())
-    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+    return text[:60] + ("..." if len(text) > 60 else "")
 
 
 def check_leaks(

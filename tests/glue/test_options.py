@@ -1,0 +1,68 @@
+"""Option resolution without a pytest run: command line, else ini, else default; errors name the source."""
+
+import pytest
+
+from pytest_tpumem import defaults
+from pytest_tpumem.glue.options import OPTIONS, SettingError, resolve, unused_when_off
+
+
+def settings(cli=None, ini=None):
+    cli, ini = cli or {}, ini or {}
+    return resolve(cli.get, ini.get)
+
+
+def test_defaults_come_from_one_module():
+    s = settings()
+    assert (s.enabled, s.max_hbm, s.target) == (False, None, None)
+    assert s.leak_threshold == defaults.LEAK_THRESHOLD and s.top == defaults.TOP
+    assert s.sample_interval == defaults.SAMPLE_MS / 1000
+    assert (s.recompile, s.no_libtpu, s.given) == ("marked", "fail", frozenset())
+
+
+def test_command_line_wins_over_ini():
+    s = settings({"tpumem_max_hbm": "2GB"}, {"tpumem_max_hbm": "1GB", "tpumem": "true", "tpumem_top": 5})
+    assert s.max_hbm == 2 * 10**9 and s.enabled and s.top == 5
+    assert s.given == {"tpumem_max_hbm", "tpumem", "tpumem_top"}
+
+
+def test_typed_ini_values_and_empty_strings():
+    s = settings(ini={"tpumem": True, "tpumem_sample_ms": 0.0, "tpumem_target": "", "tpumem_recompile": "ALL"})
+    assert s.enabled and s.sample_interval == 0 and s.target is None and s.recompile == "all"
+    assert settings(ini={"tpumem_target": "v6e:4x4"}).target == "v6e:4x4"
+
+
+@pytest.mark.parametrize(
+    "cli, ini, message",
+    [
+        ({"tpumem_max_hbm": "twenty"}, {}, "--tpumem-max-hbm: 'twenty' is not a size"),
+        ({}, {"tpumem_leak_threshold": "20 Gb"}, "ini tpumem_leak_threshold: unknown unit 'Gb' in '20 Gb'"),
+        ({}, {"tpumem": "maybe"}, "ini tpumem: 'maybe' is not a boolean; use true or false"),
+        ({"tpumem_top": "-1"}, {}, "--tpumem-top: '-1' is not a whole number >= 0"),
+        ({"tpumem_sample_ms": "inf"}, {}, "--tpumem-sample-ms: 'inf' is not a number from 0 to 60000"),
+        ({"tpumem_recompile": "some"}, {}, "--tpumem-recompile: 'some' is not one of marked, all, none"),
+        ({}, {"tpumem_no_libtpu": "ignore"}, "ini tpumem_no_libtpu: 'ignore' is not one of fail, skip"),
+        ({"tpumem_target": "v9"}, {}, "--tpumem-target: 'v9' is not a TPU target"),
+    ],
+)
+def test_bad_values_name_the_option_and_where_it_came_from(cli, ini, message):
+    with pytest.raises(SettingError) as e:
+        settings(cli, ini)
+    assert str(e.value).startswith(message)
+
+
+def test_an_ini_value_pytest_cannot_read_names_the_ini_key():
+    def getini(name):
+        raise ValueError("expects a string")
+
+    with pytest.raises(SettingError, match=r'^ini tpumem_max_hbm: expects a string \(write sizes as strings, e.g. "16GB"\)'):
+        resolve(lambda name: None, lambda name: getini(name) if name == "tpumem_max_hbm" else None)
+
+
+def test_options_that_do_nothing_while_off():
+    s = settings({"tpumem_max_hbm": "1GB", "tpumem_leak_threshold": "1MB", "tpumem_top": "3", "tpumem_no_libtpu": "skip"})
+    assert unused_when_off(s) == ["--tpumem-max-hbm", "--tpumem-top"]
+
+
+def test_every_option_has_a_flag_an_ini_twin_and_help():
+    for name, flag, help_text, kind in OPTIONS:
+        assert flag == "--" + name.replace("_", "-") and help_text and kind

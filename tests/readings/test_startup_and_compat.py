@@ -1,0 +1,40 @@
+"""libtpu's start-up noise is kept off the terminal, real errors are not; every private jax API is found here."""
+
+import subprocess
+import sys
+
+from pytest_tpumem.readings import jaxcompat
+from pytest_tpumem.readings.devices import without_libtpu_noise
+
+NOISE = (
+    "Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator type, please set env var `TPU_ACCELERATOR_TYPE` manually, otherwise libtpu.so may not properly initialize.\n"
+    "WARNING: Logging before InitGoogle() is written to STDERR\n"
+    "E0000 00:00:1795360353.404219   10869 common_lib.cc:554] INVALID_ARGUMENT: Error: unexpected worker hostname 'WARNING: could not determine TPU worker hostnames or IP addresses' from env var TPU_WORKER_HOSTNAMES.\n"
+    "=== Source Location Trace: === \n"
+    "learning/45eac/tfrc/runtime/libtpu_init_utils.cc:327\n"
+)
+
+
+def test_the_noise_goes_and_everything_else_stays():
+    real = "E0000 00:00:1.0 1 tpu_compiler.cc:12] INTERNAL: the compiler crashed\nmy own line\n"
+    assert without_libtpu_noise(NOISE) == ""
+    assert without_libtpu_noise(NOISE[:120] + "\n" + real) == real
+
+
+def test_starting_the_backend_through_the_plugin_prints_no_libtpu_noise():
+    """jax's backend starts libtpu where it is installed (the test extra brings it): the plugin's
+    first device read must not put libtpu's start-up lines on the terminal."""
+    code = (
+        "from pytest_tpumem.readings.devices import local_devices\n"
+        "import sys\n"
+        "print(len(local_devices()))\n"
+        "sys.stderr.write('a line of the suite\\n')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "could not determine TPU" not in done.stderr and "InitGoogle" not in done.stderr
+    assert "a line of the suite" in done.stderr
+
+
+def test_this_jax_has_every_feature_the_plugin_uses():
+    assert jaxcompat.unavailable() == {}
+    assert jaxcompat.backends_started() in (True, False)

@@ -1,0 +1,64 @@
+"""Rows (what travels to the xdist controller) and the summary table, from rows built by hand."""
+
+import json
+
+from pytest_tpumem.decisions.budget import Budget, BudgetResult
+from pytest_tpumem.decisions.leak import LeakReport, Series
+from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
+from pytest_tpumem.decisions.verdict import Verdict
+from pytest_tpumem.telling.rows import merge, summary_lines
+
+MB = 10**6
+
+
+def budget_row(peak, limit, witness="body-end"):
+    d = DevicePeak("cpu:0", 0, peak, witness, {witness: peak}, None, True)
+    return BudgetResult(PeakReport({"cpu:0": d}, None), Budget(limit, "s") if limit else None).row
+
+
+def leak_row(growth, threshold=10 * MB):
+    s = Series("cpu:0 live arrays", "cpu:0", (0, growth, 2 * growth, 3 * growth))
+    return LeakReport(3, 1, threshold, (s,)).row
+
+
+def test_rows_are_plain_json_with_the_verdict_as_text():
+    row = merge([budget_row(40 * MB, 30 * MB), leak_row(16 * MB)])
+    assert json.loads(json.dumps(row)) == row
+    assert row["verdict"] == "leak"  # the worst of over budget and leak
+    assert row["peaks"] == {"cpu:0": 40 * MB} and row["budget"] == 30 * MB and row["growth"] == 16 * MB
+
+
+def test_merge_keeps_the_largest_growth_and_every_peak():
+    row = merge([leak_row(16 * MB), leak_row(2 * MB), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
+    assert row["growth"] == 16 * MB
+    assert row["peaks"] == {"v5e:2x2": 5}
+    both = merge([budget_row(1, 10), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
+    assert both["peaks"] == {"cpu:0": 1, "v5e:2x2": 5} and both["witness"] == "body-end; compiled for v5e:2x2"
+
+
+def test_verdict_order_is_worst_first():
+    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == ["oom", "leak", "over budget", "not judged", "ok"]
+    assert Verdict.worst([Verdict.OK, Verdict.LEAK, Verdict.OVER_BUDGET]) is Verdict.LEAK
+    assert not Verdict.OK.failed and Verdict.NOT_JUDGED.failed
+
+
+def test_summary_worst_first_then_closest_to_its_budget():
+    rows = {
+        "t.py::test_ok_far": merge([budget_row(10 * MB, 100 * MB)]),
+        "t.py::test_ok_close": merge([budget_row(90 * MB, 100 * MB)]),
+        "t.py::test_over": merge([budget_row(40 * MB, 30 * MB)]),
+        "t.py::test_leak": merge([budget_row(1, None), leak_row(16 * MB)]),
+    }
+    lines = summary_lines(rows, top=20, quiet=False)
+    assert lines[0].split() == ["verdict", "peak", "per", "device", "budget", "growth/iter", "source", "test"]
+    assert [line.split()[-1] for line in lines[1:5]] == ["t.py::test_leak", "t.py::test_over", "t.py::test_ok_close", "t.py::test_ok_far"]
+    assert lines[-1].startswith("4 measured, 2 failed a memory check; live arrays stand in")
+
+
+def test_summary_quiet_top_and_tests_skipped_without_libtpu():
+    rows = {f"t.py::test_{i}": merge([budget_row(i * MB, 5 * MB)]) for i in range(1, 9)}
+    quiet = summary_lines(rows, top=20, quiet=True, skipped_without_libtpu=2)
+    assert len(quiet) == 1 + 3 + 1  # the header row, the three over budget, the totals
+    assert "8 measured, 3 failed a memory check; 2 budgeted tests skipped, not judged on the TPU target: no libtpu" in quiet[-1]
+    top = summary_lines(rows, top=2, quiet=False)
+    assert len(top) == 1 + 2 + 1 and "(showing 2, see --tpumem-top)" in top[-1]

@@ -1,0 +1,184 @@
+"""Each sentence the user reads, from results built by hand (no jax, no pytest run): failure texts,
+report sections, the header and summary lines."""
+
+from pytest_tpumem.decisions.budget import Budget, BudgetResult
+from pytest_tpumem.decisions.leak import LeakReport, Series
+from pytest_tpumem.decisions.oom import OomResult
+from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
+from pytest_tpumem.decisions.target import ProgramJudgement, TargetResult
+from pytest_tpumem.readings.buffers import Buffer
+from pytest_tpumem.readings.programs import CompiledProgram
+from pytest_tpumem.readings.tpu import HbmEstimate
+from pytest_tpumem.targets import parse_target
+from pytest_tpumem.telling import text
+
+MB = 10**6
+
+
+def device(name, peak, witness="body-end", start=0, stand_in=True, **witnesses):
+    return DevicePeak(name, start, peak, witness, {"end": start, witness: peak, **witnesses}, None, stand_in)
+
+
+def peak_report(*devices, programs=(), uncounted=""):
+    return PeakReport({d.device: d for d in devices}, 300 * MB, tuple(programs), uncounted)
+
+
+def test_budget_message_names_the_worst_device_witness_and_budget():
+    report = peak_report(device("cpu:0", 40 * MB), device("cpu:1", 50 * MB, "sampler"), device("cpu:2", 1 * MB))
+    result = BudgetResult(report, Budget(30 * MB, "max_hbm('30MB')"))
+    assert result.failed and result.verdict.value == "over budget"
+    assert result.message.splitlines() == [
+        "max_hbm: peak 50.0MB on cpu:1 is over the budget of 30.0MB (max_hbm('30MB')), judged by sampler; "
+        + text.STAND_IN_NOTE,
+        "  cpu:1: start 0B, peak 50.0MB by sampler [end 0B, sampler 50.0MB]",
+        "  cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
+    ]
+
+
+def test_budget_message_without_the_stand_in_note_where_the_runtime_reports():
+    report = peak_report(device("gpu:0", 3 * 10**9, "runtime-peak", stand_in=False))
+    message = BudgetResult(report, Budget(10**9, "--tpumem-max-hbm / ini tpumem_max_hbm")).message
+    assert message.splitlines()[0] == (
+        "max_hbm: peak 3.0GB on gpu:0 is over the budget of 1.0GB (--tpumem-max-hbm / ini tpumem_max_hbm), judged by runtime-peak"
+    )
+
+
+def test_a_result_under_budget_or_without_one_has_no_message():
+    report = peak_report(device("cpu:0", 40 * MB))
+    assert BudgetResult(report, Budget(60 * MB, "x")).message == ""
+    assert not BudgetResult(report, None).failed
+
+
+def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_counted():
+    program = CompiledProgram("jit_step", ("cpu:0",), 48 * MB, 16 * MB, 16 * MB, 16 * MB)
+    section = text.peak_section(peak_report(device("cpu:0", 40 * MB), programs=[program]))
+    assert section.splitlines() == [
+        "cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
+        "host peak (VmHWM): 300.0MB",
+        "compiled jit_step on cpu:0: peak 48.0MB (arguments 16.0MB, outputs 16.0MB, temps 16.0MB)",
+    ]
+    kept = text.peak_section(peak_report(device("cpu:0", 1), uncounted="jax's caches were kept"))
+    assert "compiled programs: not counted (jax's caches were kept)" in kept
+
+
+def test_oom_message_in_a_test_and_in_setup():
+    measured = OomResult("RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.", "in this test", 10**9, peak_report(device("cpu:0", 4)))
+    assert measured.message.splitlines() == [
+        "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.",
+        "  cpu:0: start 0B, peak 4B by body-end [end 0B, body-end 4B]",
+        "  tpumem freed the test's frames and jax's caches so the tests after it can run",
+    ]
+    setup = OomResult.of(RuntimeError("RESOURCE_EXHAUSTED: too big\nmore"), "while setting up this test")
+    assert setup.message.splitlines()[0] == "out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED: too big"
+    assert setup.failed and setup.verdict.value == "oom"
+
+
+def leak(*values, threshold=10 * MB, limit=None, host=None):
+    series = [Series("cpu:0 live arrays", "cpu:0", tuple(values), limit)]
+    if host is not None:
+        series.append(Series("host RSS", "host", tuple(host)))
+    return LeakReport(len(values) - 1, 1, threshold, tuple(series))
+
+
+def test_leak_message_names_series_growth_and_forecast():
+    report = leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, limit=200 * MB, host=(300 * MB, 301 * MB, 300 * MB, 301 * MB))
+    assert report.message().splitlines() == [
+        "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 3 iterations (threshold 10.0MB/iteration)",
+        "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB) -> 48.0MB (+16.0MB) -> 64.0MB (+16.0MB); "
+        "exhausted in ~8 more iterations (limit 200.0MB)",
+    ]
+    assert report.section.splitlines()[1] == "host RSS: 300.0MB -> 301.0MB (+1.0MB) -> 300.0MB (-1.0MB) -> 301.0MB (+1.0MB)"
+
+
+def test_a_clean_leak_check_reads_as_clean():
+    report = leak(16 * MB, 16 * MB, 16 * MB + 98_300, 16 * MB + 98_300, host=(300 * MB, 300 * MB, 301 * MB, 301 * MB))
+    assert report.leaking is False and report.leaking_series == ()
+    assert report.message() == (
+        "leak_check: no leak over 3 iterations: the largest growth was cpu:0 live arrays at 0B/iteration, "
+        "under the threshold 10.0MB/iteration"
+    )
+    one = LeakReport(1, 0, MB, (Series("host RSS", "host", (5, 5)),))
+    assert one.message().startswith("leak_check: no leak over 1 iteration: ")
+
+
+def estimate(peak, refused=False, buffers=()):
+    return HbmEstimate(
+        "v5e:2x2", 1, peak, 16 * MB, 16 * MB, 0, 101_400, int(15.75 * 2**30), refused,
+        "required for HLO temporaries (20.00G) exceeds available HBM (15.75G)" if refused else "",
+        "scale", peak, (("default", peak),), tuple(buffers),
+    )
+
+
+BUFFERS = (
+    Buffer(16 * MB, "f32[1000000,3]", "argument 0", "param.1", "x", ""),
+    Buffer(16 * MB, "f32[1000000,3]", "output", "multiply_fusion", "jit(scale)/mul", "test_pad.py:4 (scale)"),
+)
+
+
+def test_target_message_over_the_budget_with_its_largest_buffers():
+    v5e = parse_target("v5e")
+    judged = ProgramJudgement("scale", "test_pad.py:3", 0, estimate(32 * MB, buffers=BUFFERS))
+    result = TargetResult("max_hbm", v5e, 28 * MB, "max_hbm('28MB', target='v5e')", (judged,))
+    assert result.failed and result.verdict.value == "over budget" and result.need == 32 * MB
+    assert result.message.splitlines() == [
+        "max_hbm: scale needs 32.0MB per device compiled for v5e:2x2, over the budget of 28.0MB (max_hbm('28MB', target='v5e'))",
+        "  scale (test_pad.py:3): v5e:2x2 (1 device): 32.0MB of HBM per device of 16.9GB (headroom 16.9GB); "
+        "arguments 16.0MB, outputs 16.0MB, temporaries 0B, code 101.4kB",
+        "    largest buffers on v5e:2x2 (per device, as laid out):",
+        "         16.0MB  f32[1000000,3]  argument 0 (x)",
+        "         16.0MB  f32[1000000,3]  output from jit(scale)/mul [multiply_fusion] at test_pad.py:4 (scale)",
+    ]
+
+
+def test_target_message_for_a_refusal_a_program_not_moved_and_the_fixture():
+    v5e = parse_target("v5e")
+    refused = ProgramJudgement("double", "", 0, estimate(int(21.5 * 10**9), refused=True))
+    unmoved = ProgramJudgement("pmapped", "t.py:9", 0, None, "its PmapSharding cannot be moved to another device kind")
+    small = ProgramJudgement("add", "", 0, None, skipped=True)
+    result = TargetResult("max_hbm", v5e, v5e.hbm_per_device, "max_hbm(target='v5e')", (refused, unmoved, small))
+    lines = result.message.splitlines()
+    assert lines[0] == "max_hbm: the TPU compiler refused double for v5e:2x2, over the budget of 16.9GB (max_hbm(target='v5e'))"
+    assert lines[2] == (
+        "max_hbm: 1 program the test ran could not be compiled for v5e:2x2, so the test is not judged there "
+        "(judge it with the hbm_estimate fixture instead):"
+    )
+    assert lines[3] == "  pmapped (t.py:9): not compiled for the target: its PmapSharding cannot be moved to another device kind"
+    assert result.section.splitlines()[0] == "compiled for v5e:2x2: 1 program the test ran; 1 eager operation on under 1 MiB each not compiled"
+    fixture = TargetResult("hbm_estimate", v5e, v5e.hbm_per_device, "v5e's usable HBM", (refused,))
+    assert fixture.message.startswith("hbm_estimate: over the budget of 16.9GB: v5e:2x2: the TPU compiler refused the program")
+
+
+def test_an_unjudged_target_is_its_own_verdict():
+    v5e = parse_target("v5e")
+    result = TargetResult("max_hbm", v5e, MB, "s", (), ("a program could not be recorded: ValueError: x",))
+    assert result.failed and result.verdict.value == "not judged"
+    nothing = TargetResult("max_hbm", v5e, MB, "s", ())
+    assert not nothing.failed and "none was lowered during the test" in nothing.section
+
+
+def test_header_lines():
+    assert text.versions_line({"jax": "0.10.2", "jaxlib": "0.10.2"}).startswith(
+        "tpumem: jax 0.10.2, jaxlib 0.10.2; devices are read when the first measured test starts"
+    )
+    assert text.settings_line(None, 100 * MB) == "tpumem: default budget none, leak threshold 100.0MB/iteration"
+    assert text.target_line(parse_target("v4")).startswith("tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)")
+    summary = {
+        "jax": "0.10.2", "backend": "cpu", "device_kind": "cpu", "devices": ["cpu:0"], "memory_stats": False,
+        "known_stats": [], "bytes_limit": None, "host_peak_resettable": True,
+        "unavailable": {"compiled programs": "jax 9.9 has no jaxlib's Client.live_executables()"},
+    }
+    assert text.backend_lines(summary) == [
+        "tpumem: jax 0.10.2, backend cpu (cpu), 1 local device: cpu:0",
+        "tpumem: sources: live arrays, no memory_stats, host RSS + VmHWM; live arrays stand in for device memory",
+        "tpumem: compiled programs unavailable on this jax: jax 9.9 has no jaxlib's Client.live_executables()",
+    ]
+    assert text.backend_lines({"error": "Unknown backend: 'no_such_platform'"}) == [
+        "tpumem: the jax backend did not start, so no device can be read: Unknown backend: 'no_such_platform'"
+    ]
+
+
+def test_the_glue_lines_say_what_to_do():
+    assert "call the leak_check fixture on a synchronous function" in text.cannot_rerun("test_a", "async")
+    assert "pytest_tpumem.check_leaks on a function instead" in text.cannot_rerun("test_u", "unittest")
+    assert text.no_libtpu("v5e:2x2", "max_hbm(target='v5e')").endswith("--tpumem-no-libtpu=skip skips such tests instead")
+    assert 'pip install "jax[tpu]"' in text.libtpu_install_line() and 'pip install ".[tpu]"' in text.libtpu_install_line()

@@ -1,0 +1,71 @@
+"""The public API without pytest: names, the leak report, bad input, and the TPU-target check."""
+
+import importlib.util
+
+import jax.numpy as jnp
+import pytest
+
+import pytest_tpumem
+from pytest_tpumem import check_leaks
+
+needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu (the tpu extra)")
+
+
+def test_dir_lists_the_public_names_and_each_resolves():
+    names = dir(pytest_tpumem)
+    for name in pytest_tpumem.__all__:
+        assert name in names
+        assert getattr(pytest_tpumem, name) is not None
+    assert {"check_leaks", "PeakTracker", "TargetCheck", "LeakReport", "Verdict"} <= set(pytest_tpumem.__all__)
+
+
+def test_leaking_is_a_bool_and_the_series_are_named():
+    kept = []
+    report = check_leaks(lambda: kept.append(jnp.ones((1_000_000,), jnp.float32)), threshold="2MB")
+    assert report.leaking is True and report.leaked is True
+    assert [s.name for s in report.leaking_series][0].endswith("live arrays")
+    kept.clear()
+    clean = check_leaks(lambda: jnp.ones((1_000_000,), jnp.float32).sum(), threshold="2MB")
+    assert clean.leaking is False and clean.leaking_series == ()
+    assert clean.message().startswith("leak_check: no leak over 3 iterations: the largest growth was ")
+
+
+def test_a_function_that_is_not_callable_is_one_clear_error():
+    with pytest.raises(ValueError, match=r"^fn=Array\(\[1\., 1\., 1\.\], dtype=float32\) is not callable; pass the function"):
+        check_leaks(jnp.ones(3))
+
+
+def test_the_fixture_given_an_array_fails_with_one_line(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp
+
+        def test_it(leak_check):
+            leak_check(jnp.ones(3))
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["leak_check(...): fn=Array(*) is not callable; pass the function to run, then its arguments"])
+    out = result.stdout.str()
+    assert "Traceback" not in out and "pytest_tpumem/" not in out and "During handling" not in out
+
+
+@needs_libtpu
+def test_the_target_check_runs_without_pytest():
+    import jax
+
+    from pytest_tpumem import TargetCheck
+
+    def scale(x):
+        return x * 2
+
+    with TargetCheck("v5e", budget="28MB") as check:
+        jax.jit(scale)(jnp.ones((1_000_000, 3), jnp.float32)).block_until_ready()
+    result = check.result()
+    assert result.failed and result.verdict.value == "over budget"
+    assert result.need >= 32 * 10**6  # 12 MB on the CPU, 16 MB on a v5e (tile padding), in and out
+    assert result.message.startswith("max_hbm: scale needs 32.0MB per device compiled for v5e:2x2")
+    with TargetCheck("v5e") as roomy:
+        jax.jit(scale)(jnp.ones((1000, 3), jnp.float32)).block_until_ready()
+    assert not roomy.result().failed
