@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .peak import DevicePeak, PeakReport
+from .result import Told
 from .verdict import Verdict
 
 
@@ -19,8 +20,10 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class BudgetResult:
+class BudgetResult(Told):
     """The peak of a measured test, judged against its budget (None: measured for a leak check only)."""
+
+    _message, _section, _row = "budget_message", "budget_section", "budget_row"
 
     peak: PeakReport
     budget: Budget | None
@@ -39,21 +42,3 @@ class BudgetResult:
     @property
     def verdict(self) -> Verdict:
         return Verdict.OVER_BUDGET if self.failed else Verdict.OK
-
-    @property
-    def message(self) -> str:
-        from ..telling.text import budget_message
-
-        return budget_message(self)
-
-    @property
-    def section(self) -> str:
-        from ..telling.text import peak_section
-
-        return peak_section(self.peak)
-
-    @property
-    def row(self) -> dict[str, Any]:
-        from ..telling.rows import budget_row
-
-        return budget_row(self)

@@ -20,6 +20,7 @@ from .. import defaults
 from ..readings import devices as device_readings
 from ..readings import host
 from ..units import parse_size
+from .result import Told
 from .verdict import Verdict
 
 
@@ -59,8 +60,10 @@ class Series:
 
 
 @dataclass(frozen=True)
-class LeakReport:
+class LeakReport(Told):
     """Result of a leak check: every series, the threshold and the verdict."""
+
+    _message, _section, _row = "leak_message", "leak_section", "leak_row"
 
     iterations: int
     warmup: int
@@ -98,24 +101,12 @@ class LeakReport:
         """Largest judged growth per iteration among the series of ``device`` ("host" for RSS)."""
         return max((s.growth for s in self.series if s.device == device), default=0)
 
-    def message(self) -> str:
+    def message(self) -> str:  # a method, as the public API has always had it
         """The failure text (what grew, by how much per iteration, on which device), or for a clean
         check one line saying so."""
         from ..telling.text import leak_message
 
         return leak_message(self)
-
-    @property
-    def section(self) -> str:
-        from ..telling.text import leak_section
-
-        return leak_section(self)
-
-    @property
-    def row(self) -> dict[str, Any]:
-        from ..telling.rows import leak_row
-
-        return leak_row(self)
 
 
 class LeakError(AssertionError):

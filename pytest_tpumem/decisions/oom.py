@@ -6,9 +6,9 @@ import gc
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
 from .peak import PeakReport
+from .result import Told
 from .verdict import Verdict
 
 
@@ -33,8 +33,10 @@ def free(error: BaseException) -> None:
 
 
 @dataclass(frozen=True)
-class OomResult:
+class OomResult(Told):
     """A test (or its setup) that ran out of device memory."""
+
+    _message, _section, _row = "oom_message", "oom_message", "oom_row"
 
     error: str  # the first line of jax's error
     during: str  # "in this test", "while setting up this test"
@@ -48,19 +50,3 @@ class OomResult:
 
     failed = True
     verdict = Verdict.OOM
-
-    @property
-    def message(self) -> str:
-        from ..telling.text import oom_message
-
-        return oom_message(self)
-
-    @property
-    def section(self) -> str:
-        return self.message
-
-    @property
-    def row(self) -> dict[str, Any]:
-        from ..telling.rows import oom_row
-
-        return oom_row(self)

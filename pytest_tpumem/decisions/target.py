@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import defaults
 from ..readings.tpu import HbmEstimate
+from .result import Told
 from .verdict import Verdict
 
 
@@ -65,11 +66,13 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
 
 
 @dataclass(frozen=True)
-class TargetResult:
+class TargetResult(Told):
     """What a test's programs need compiled for a TPU target, against the budget there.
 
     A program that could not be compiled for the target (or recorded) fails the check too: the
     code is then not judged there, and saying nothing would pass it unchecked."""
+
+    _message, _section, _row = "target_message", "target_section", "target_row"
 
     check: str  # "max_hbm" or "hbm_estimate": who asked, for the failure text
     target: Any  # targets.Target
@@ -106,24 +109,6 @@ class TargetResult:
         if self.over:
             return Verdict.OVER_BUDGET
         return Verdict.NOT_JUDGED if self.failed else Verdict.OK
-
-    @property
-    def message(self) -> str:
-        from ..telling.text import target_message
-
-        return target_message(self)
-
-    @property
-    def section(self) -> str:
-        from ..telling.text import target_section
-
-        return target_section(self)
-
-    @property
-    def row(self) -> dict[str, Any]:
-        from ..telling.rows import target_row
-
-        return target_row(self)
 
 
 class TargetCheck:

@@ -30,6 +30,19 @@ def _expects(item: pytest.Item, error: BaseException) -> bool:
     return False
 
 
+def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
+    """Where ``error`` is jax running out of device memory (and no xfail expects it): free what the
+    failed code held and fail the test saying so. Any other error is left to the caller to raise."""
+    from ..decisions.oom import OomResult, free, is_oom
+
+    if not is_oom(error) or _expects(item, error):
+        return
+    result = OomResult.of(error, during)
+    free(error)
+    record(item, result.row)
+    fail(result.message)
+
+
 class TpuMem:
     """The active part, registered only under --tpumem / ini tpumem = true."""
 
@@ -101,13 +114,8 @@ class TpuMem:
         try:
             return (yield)
         except BaseException as e:
-            from ..decisions.oom import OomResult, free, is_oom
-
-            if not is_oom(e) or _expects(item, e):
-                raise
-            result = OomResult.of(e, "while setting up this test")
-            free(e)
-            fail(result.message)
+            _fail_on_oom(item, e, "while setting up this test")
+            raise
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
@@ -118,14 +126,8 @@ class TpuMem:
             try:
                 return (yield)
             except BaseException as e:
-                from ..decisions.oom import OomResult, free, is_oom
-
-                if not is_oom(e) or _expects(item, e):
-                    raise
-                result = OomResult.of(e, "in this test")
-                free(e)
-                record(item, result.row)
-                fail(result.message)
+                _fail_on_oom(item, e, "in this test")
+                raise
         problem = self.backend().get("error")
         if problem is not None:
             fail(text.backend_failed(item.name, problem))

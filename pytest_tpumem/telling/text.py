@@ -109,6 +109,10 @@ def budget_message(result: BudgetResult) -> str:
     return "\n".join(lines)
 
 
+def budget_section(result: BudgetResult) -> str:
+    return peak_section(result.peak)
+
+
 def peak_section(report: PeakReport) -> str:
     """The long form of a measured peak, for the test's report section."""
     lines = [peak_line(d) for d in report.devices.values()]

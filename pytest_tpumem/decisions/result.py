@@ -1,0 +1,36 @@
+"""What every check's result offers: whether it failed, its verdict, its failure text, its report
+section and its summary row. The text and the row are built in telling/; a result names the
+functions there that build its own."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class Told:
+    """Mixin for a frozen result: ``message``, ``section`` and ``row`` from the telling layer."""
+
+    _message: ClassVar[str]  # a function of telling/text.py
+    _section: ClassVar[str]  # a function of telling/text.py
+    _row: ClassVar[str]  # a function of telling/rows.py
+
+    @property
+    def message(self) -> str:
+        """The failure text (empty where the check passed)."""
+        from ..telling import text
+
+        return getattr(text, self._message)(self)
+
+    @property
+    def section(self) -> str:
+        """The long form, for the test's report section."""
+        from ..telling import text
+
+        return getattr(text, self._section)(self)
+
+    @property
+    def row(self) -> dict[str, Any]:
+        """A JSON-able record for the summary (bytes as integers)."""
+        from ..telling import rows
+
+        return getattr(rows, self._row)(self)
