@@ -34,10 +34,14 @@ def test_planted_leaks_fail_without_the_flag_only_where_the_fixture_asks(planted
 
 
 def test_clean_twins_pass_ten_runs_out_of_ten(planted):
-    for run in range(10):
-        result = planted.runpytest("--tpumem", "-q", "test_clean.py")
-        assert result.ret == 0, f"run {run + 1} of 10:\n{result.stdout.str()}"
-        result.assert_outcomes(passed=6)
+    """Ten copies of the clean suite (each its own module: its own arrays, fixtures and programs) in
+    one run over two pytest-xdist workers: a false leak in any copy fails this test."""
+    pytest.importorskip("xdist")
+    source = (planted.path / "test_clean.py").read_text()
+    planted.makepyfile(**{f"test_clean_run{run}": source for run in range(10)})
+    result = planted.runpytest_subprocess("--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)])
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=60)
 
 
 def test_fixture_returns_the_report_and_uses_the_session_threshold(pytester):
