@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 CHILD = r"""
 import json, sys, time

@@ -28,8 +28,9 @@ from _util import load_average, machine, spread, table  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from pytest_tpumem import leak, sources  # noqa: E402
-from pytest_tpumem.leak import check_leaks  # noqa: E402
+from pytest_tpumem.decisions import leak  # noqa: E402
+from pytest_tpumem.decisions.leak import check_leaks  # noqa: E402
+from pytest_tpumem.readings import devices as sources, host  # noqa: E402
 
 
 @jax.jit
@@ -83,15 +84,15 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
         finally:
             gc.unfreeze()
         parts.append([n_live, len(gc.get_objects()), f"{full_gc:.1f}", f"{frozen_gc:.2f}",
-                      f"{med(sources.trim_host):.2f}", f"{med(lambda: leak._settle(None)):.2f}",
+                      f"{med(host.trim_host):.2f}", f"{med(lambda: leak._settle(None)):.2f}",
                       f"{med(lambda: leak._read(devices)):.2f}", f"{med(jax.live_arrays):.2f}"])
         del held
         gc.collect()
     print(table(["extra live arrays", "clock", "loop ms/run", "check ms/run", "fixed cost ms/run (check - loop), per round"], rows))
     print("\n   pieces check_leaks adds (once per check: full gc.collect, then gc.freeze; each run: _settle, then _cleanup:"
-          " gc.collect of the unfrozen objects, clear_caches, sources.trim_host; then _read), cpu ms, median of 15:")
+          " gc.collect of the unfrozen objects, clear_caches, host.trim_host; then _read), cpu ms, median of 15:")
     print(table(["extra live arrays", "gc-tracked objects", "gc.collect() full (once)", "gc.collect() frozen (per run)",
-                 "sources.trim_host() (malloc_trim)", "leak._settle(None) (wait live arrays + effects)",
+                 "host.trim_host() (malloc_trim)", "leak._settle(None) (wait live arrays + effects)",
                  "leak._read() (live arrays + stats + RSS)", "jax.live_arrays() alone"], parts))
 
 

@@ -1,4 +1,4 @@
-"""XLA's compiled peak against the runtime's measured peak, one fresh process per program (issue 3, item 7).
+"""XLA's compiled peak against the runtime's measured peak, one fresh process per program.
 
 For each program: start a process, read the device's peak_bytes_in_use, compile the program
 (memory_analysis().peak_memory_in_bytes, the figure pytest-tpumem judges for compiled programs), run

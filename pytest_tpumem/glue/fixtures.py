@@ -8,6 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from .. import defaults
+from ..telling import text
 from .failures import LeakFailure, fail
 from .options import SETTINGS
 
@@ -39,7 +40,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             validate(fn, iterations, warmup)
             limit = default if threshold is None else parse_size(threshold, what="threshold")
         except (SizeError, ValueError) as e:
-            fail(f"leak_check(...): {e}")
+            fail(text.fixture_error("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
         session = request.config.pluginmanager.get_plugin("tpumem-session")  # under --tpumem: the devices it reads
@@ -78,7 +79,7 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
             chosen = parse_target(target if target is not None else default_target or "", what="hbm_estimate(target=...)")
             limit = chosen.hbm_per_device if budget is None else parse_size(budget, what="hbm_estimate(budget=...)")
         except (TargetError, SizeError) as e:
-            fail(str(e) + ("; or set --tpumem-target" if target is None and default_target is None else ""))
+            fail(str(e) + (text.NO_TARGET_HINT if target is None and default_target is None else ""))
         try:
             estimate = estimate_hbm(
                 fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
@@ -86,9 +87,9 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
         except LibtpuMissing as e:
             if settings.no_libtpu == "skip":
                 pytest.skip(str(e))
-            fail(f"hbm_estimate: {e}")
+            fail(text.fixture_error("hbm_estimate", e))
         except TopologyError as e:
-            fail(f"hbm_estimate(target={chosen.topology!r}): {e}")
+            fail(text.fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))
         judgement = ProgramJudgement(estimate.program, "", 0, estimate)
         spelled = f"hbm_estimate(budget={budget!r})" if budget is not None else f"{chosen.generation}'s usable HBM"
         result = TargetResult("hbm_estimate", chosen, limit, spelled, (judgement,))

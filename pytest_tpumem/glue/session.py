@@ -297,7 +297,4 @@ class TpuMem:
         backends = dict(self.worker_backends)
         if self._backend is not None:
             backends[""] = self._backend
-        distinct = {repr(sorted(b.items())): b for b in backends.values()}
-        if len(distinct) == 1:
-            return text.backend_lines(next(iter(distinct.values())))
-        return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in text.backend_lines(b)]
+        return text.worker_backend_lines(backends)

@@ -291,6 +291,22 @@ def cannot_rerun(name: str, why: str) -> str:
     )
 
 
+def fixture_error(call: str, problem: object) -> str:
+    """A fixture's bad argument or missing prerequisite: ``leak_check(...): iterations=0: ...``."""
+    return f"{call}: {problem}"
+
+
+NO_TARGET_HINT = "; or set --tpumem-target"
+
+
+def worker_backend_lines(backends: dict[str, dict[str, Any]]) -> list[str]:
+    """The backend of every pytest-xdist worker: once where they agree, else per worker."""
+    distinct = {repr(sorted(b.items())): b for b in backends.values()}
+    if len(distinct) == 1:
+        return backend_lines(next(iter(distinct.values())))
+    return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
+
+
 def backend_failed(name: str, problem: str) -> str:
     return f"tpumem cannot measure {name}: the jax backend did not start: {problem}"
 

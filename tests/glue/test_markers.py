@@ -76,3 +76,11 @@ def test_a_bad_marker_is_the_plans_error_not_an_exception(pytester):
     plan = plan_for(item, resolve({}.get, {}.get))
     assert not plan.measured
     assert plan.error == '@pytest.mark.max_hbm(): give a limit ("16GB") or a TPU target (target="v5e", or --tpumem-target)'
+
+
+def test_the_readme_shows_the_signatures_the_code_has():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for marker in markers.MARKERS:
+        assert f"@pytest.mark.{markers.signature(marker)}" in readme, markers.signature(marker)
