@@ -201,3 +201,64 @@ def test_a_budgeted_test_gets_the_same_verdict_alone_and_after_a_warm_up(pyteste
         assert budgeted[0] == "ok", budgeted
     default = _row(after, "test_3_default_budget")
     assert (default[2].endswith("MB") and float(default[2][:-2]) > 16) is (recompile == "all"), default
+
+
+def test_a_marker_a_fixture_adds_is_planned(pytester):
+    """The plan is made once the fixtures are set up: ``request.applymarker`` in a fixture counts."""
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.fixture
+        def model(request):
+            request.applymarker(pytest.mark.max_hbm("30MB"))
+            return jnp.ones((10_000_000,), jnp.float32)  # 40 MB
+
+        def test_uses_model(model):
+            assert model.shape
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (max_hbm('30MB'))*"])
+
+
+def _section(out, name):
+    """The report section of test ``name`` in -rA output: from its header line to the next one."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip("_ ") == name and line.startswith("_"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("____") or lines[i].startswith("====")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_a_leak_checked_budget_says_why_its_programs_are_not_counted(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        double = jax.jit(lambda x: x * 2)
+
+        @pytest.mark.max_hbm("1GB")
+        @pytest.mark.leak_check(iterations=1)
+        def test_cleared_after_every_run():
+            double(jnp.ones(8)).block_until_ready()
+
+        @pytest.mark.max_hbm("1GB")
+        @pytest.mark.leak_check(iterations=1, clear_caches=False)
+        def test_kept():
+            double(jnp.ones(8)).block_until_ready()
+
+        @pytest.mark.leak_check(iterations=1, clear_caches=False)
+        def test_no_budget():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-rA")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert "compiled programs: not counted (the leak check clears jax's caches after every run" in _section(
+        out, "test_cleared_after_every_run"
+    )
+    kept = _section(out, "test_kept")
+    assert "not counted" not in kept and "compiled jit__lambda on cpu:0" in kept, kept
+    assert "compiled programs: not counted (jax's caches were kept" in _section(out, "test_no_budget")

@@ -358,3 +358,37 @@ def test_a_topology_libtpu_cannot_build_fails_before_the_test_runs(pytester):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["max_hbm('1GB', target='v5e:3x3'): libtpu cannot lay out the topology v5e:3x3: *"])
     assert "the body ran" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
+
+
+def test_a_jax_without_the_capture_hook_fails_the_test_with_one_line(pytester):
+    """Where the installed jax lacks the private entry point the capture wraps (simulated here by
+    the compat layer's own check), a target test fails before it runs, with what to use instead."""
+    pytester.makeconftest(
+        """
+        from pytest_tpumem.readings import jaxcompat
+
+        real = jaxcompat._missing
+
+        def pytest_configure(config):
+            jaxcompat._missing = lambda f: "jax 9.9 has no jax._src.pjit._resolve_and_lower" if f == jaxcompat.PROGRAM_CAPTURE else real(f)
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.max_hbm("1GB", target="v5e")
+        def test_target():
+            raise AssertionError("the body ran")
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "max_hbm('1GB', target='v5e'): program capture unavailable: jax 9.9 has no jax._src.pjit._resolve_and_lower, "
+            "where tpumem catches the programs a test runs; judge them with the hbm_estimate fixture instead"
+        ]
+    )
+    out = result.stdout.str()
+    assert "the body ran" not in out and "Traceback" not in out and "AttributeError" not in out

@@ -48,9 +48,15 @@ def test_missing_libtpu_fails_with_what_to_install_or_skips_when_asked(pytester,
         result.stdout.fnmatch_lines(
             ['hbm_estimate: compiling for v5e:2x2 needs libtpu: pip install "jax?tpu?" (from a checkout of pytest-tpumem: pip install ".?tpu?"*']
         )
-        skipped = pytester.runpytest("-rs", "--tpumem-no-libtpu=skip")
+        result.stdout.fnmatch_lines(["*; --tpumem-no-libtpu=skip skips such tests instead"])
+        skipped = pytester.runpytest("-rs", "--tpumem", "--tpumem-no-libtpu=skip")
         skipped.assert_outcomes(skipped=1)
-        skipped.stdout.fnmatch_lines(["SKIPPED * compiling for v5e:2x2 needs libtpu: pip install*"])
+        skipped.stdout.fnmatch_lines(
+            [
+                "0 measured, 0 failed a memory check; 1 budgeted test skipped, not judged on the TPU target: no libtpu*",
+                "SKIPPED * compiling for v5e:2x2 needs libtpu: pip install*; skipped, as --tpumem-no-libtpu=skip asks",
+            ]
+        )
     finally:
         tpu.topology_devices.cache_clear()
 

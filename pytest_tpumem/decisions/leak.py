@@ -154,13 +154,15 @@ def _read(devices: list[Any]) -> dict[str, tuple[int, int | None]]:
     return point
 
 
-def validate(fn: Any, iterations: Any, warmup: Any) -> None:
+def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
     """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
     if not callable(fn):
         raise ValueError(f"fn={_short_repr(fn)} is not callable; pass the function to run, then its arguments")
     for name, value, least in (("iterations", iterations, 1), ("warmup", warmup, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name}={value!r}: expected an int >= {least}")
+    if not isinstance(clear_caches, bool):
+        raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
 
 
 def _short_repr(value: Any) -> str:
@@ -183,9 +185,11 @@ def check_leaks(
 
     After each run the result is waited for and dropped, garbage is collected and (by default)
     ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
-    (default: every local device) and the host.
+    (default: every local device) and the host. Keyword arguments named like this function's own
+    (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``, ``devices``)
+    are taken here, not passed to ``fn``: give them to ``fn`` with ``functools.partial``.
     """
-    validate(fn, iterations, warmup)
+    validate(fn, iterations, warmup, clear_caches)
     threshold = parse_size(threshold, what="threshold")
     devices = device_readings.local_devices() if devices is None else list(devices)
     # Everything alive before the check is moved out of the collector's sight (gc.freeze): each

@@ -48,7 +48,8 @@ class PeakReport:
     devices: dict[str, DevicePeak]
     host_peak: int | None
     programs: tuple[CompiledProgram, ...] = field(default=())
-    uncounted: str = ""  # why programs compiled during the measurement were not counted (no "compiled" witness), if so
+    uncounted: str = ""  # why programs compiled during the measurement were not counted (no "compiled" witness):
+    # "caches kept", "leak check" or "unavailable" (telling.text.UNCOUNTED says it in words); "" where counted
 
     @property
     def worst(self) -> DevicePeak | None:
@@ -150,15 +151,17 @@ class PeakTracker:
         devices: list[Any] | None = None,
         sample_interval: float = defaults.SAMPLE_MS / 1000,
         body: Any = None,
-        compiled: bool = True,
+        uncounted: str = "",
     ):
         """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
-        ``compiled``: count the programs compiled during the measurement (the ``compiled`` witness).
-        Leave it on only where jax's caches were cleared at the start: otherwise a program compiled
-        earlier and run again is not seen, and the peak would depend on what ran before."""
+        ``uncounted``: why the programs compiled during the measurement are not to be counted (the
+        ``compiled`` witness), or "" to count them. Count them only where jax's caches were cleared
+        at the start ("caches kept" otherwise: a program compiled earlier and run again would not
+        be seen, and the peak would depend on what ran before), and where they stay alive until
+        the end ("leak check": a leak check clears the caches after every run)."""
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
-        self.compiled = compiled
+        self.uncounted = uncounted
         try:  # the test's own code, not a decorator's wrapper around it
             self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
         except ValueError:  # a wrapper cycle
@@ -169,7 +172,7 @@ class PeakTracker:
     def start(self) -> PeakTracker:
         self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
         self._start = device_readings.read_devices(self.devices)
-        self._executables = program_readings.executable_ids(self.devices) if self.compiled else None
+        self._executables = None if self.uncounted else program_readings.executable_ids(self.devices)
         self._host_reset = host.reset_host_peak()
         if self.sample_interval > 0:
             self._sampler = _Sampler(self.devices, self.sample_interval)
@@ -217,10 +220,5 @@ class PeakTracker:
                 stand_in=first.in_use is None,
             )
         host_peak = host.host_peak() if self._host_reset else None
-        if not self.compiled:
-            uncounted = "jax's caches were kept, so a program compiled earlier would not be seen"
-        elif self._executables is None:
-            uncounted = "this jax cannot list compiled programs"
-        else:
-            uncounted = ""
+        uncounted = self.uncounted or ("unavailable" if self._executables is None else "")
         return PeakReport(devices, host_peak, tuple(programs), uncounted)

@@ -114,9 +114,10 @@ class TargetResult(Told):
 class TargetCheck:
     """``with TargetCheck("v5e", budget="12GB") as check: ...`` then ``check.result()``.
 
-    On entering: the topology is built (libtpu; readings.tpu.LibtpuMissing or TopologyError where it
-    cannot be), jax's caches are cleared so every program the code runs is lowered inside, and the
-    lowering is recorded (jaxcompat.Unavailable where this jax has no hook for it). ``budget``
+    When made, the topology is built (libtpu; readings.tpu.LibtpuMissing or TopologyError where it
+    cannot be) and the hook is found (jaxcompat.Unavailable where this jax has none). On entering,
+    jax's caches are cleared so every program the code runs is lowered inside, and the lowering is
+    recorded. ``budget``
     defaults to the target's usable HBM per device. ``devices``: where the other arrays in use are
     read (default: every local device)."""
 
@@ -128,17 +129,15 @@ class TargetCheck:
         self.limit = self.target.hbm_per_device if budget is None else parse_size(budget, what="budget")
         self.spelled = spelled or f"{check}({self.target.topology!r}, budget={budget!r})"
         self.check = check
-        self.devices = devices
-        self.capture: Any = None
-
-    def __enter__(self) -> "TargetCheck":
-        import jax
-
         from ..readings.capture import ProgramCapture
         from ..readings.tpu import topology_devices
 
         topology_devices(self.target.topology)  # a topology libtpu cannot build fails before the code runs
-        self.capture = ProgramCapture(self.devices)
+        self.capture = ProgramCapture(devices)  # jaxcompat.Unavailable where this jax has no hook
+
+    def __enter__(self) -> "TargetCheck":
+        import jax
+
         jax.clear_caches()  # programs in jit's cache would not be lowered again, so not seen
         self.capture.__enter__()
         return self

@@ -37,7 +37,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         from ..units import SizeError, parse_size
 
         try:
-            validate(fn, iterations, warmup)
+            validate(fn, iterations, warmup, clear_caches)
             limit = default if threshold is None else parse_size(threshold, what="threshold")
         except (SizeError, ValueError) as e:
             fail(text.fixture_error("leak_check(...)", e))
@@ -85,9 +85,13 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
             )
         except LibtpuMissing as e:
-            if settings.no_libtpu == "skip":
-                pytest.skip(str(e))
-            fail(text.fixture_error("hbm_estimate", e))
+            skip = settings.no_libtpu == "skip"
+            if not skip:
+                fail(text.no_libtpu_fixture(e, skipped=False))
+            session = request.config.pluginmanager.get_plugin("tpumem-session")
+            if session is not None:
+                session.skipped_without_libtpu += 1
+            pytest.skip(text.no_libtpu_fixture(e, skipped=True))
         except TopologyError as e:
             fail(text.fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))
         judgement = ProgramJudgement(estimate.program, "", 0, estimate)

@@ -40,9 +40,7 @@ def leak_check(
     in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold)."""
     from ..decisions.leak import validate
 
-    validate(lambda: None, iterations, warmup)
-    if not isinstance(clear_caches, bool):
-        raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
+    validate(lambda: None, iterations, warmup, clear_caches)
     size = None if threshold is None else parse_size(threshold, what="threshold")
     return {"iterations": iterations, "warmup": warmup, "threshold": size, "clear_caches": clear_caches}
 

@@ -44,7 +44,8 @@ OPTIONS = (
         "--tpumem-recompile",
         "which budgeted tests start with jax's caches cleared, so that the programs they run are compiled "
         "inside them and count toward the budget whatever ran before: marked (max_hbm markers, the default), "
-        "all (the default budget too), none (no test; no compiled witness)",
+        "all (the default budget too), none (only tests judged on a TPU target, whose programs must be "
+        "lowered inside them)",
         "choice:" + "|".join(RECOMPILE),
     ),
     (

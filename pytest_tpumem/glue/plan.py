@@ -35,6 +35,16 @@ class TestPlan:
     def measured(self) -> bool:
         return self.budget is not None or self.leak is not None
 
+    @property
+    def uncounted(self) -> str:
+        """Why the programs this test compiles cannot count toward its peak ("" where they can):
+        see decisions.peak.PeakTracker."""
+        if not self.recompile:
+            return "caches kept"
+        if self.leak is not None and self.leak.clear_caches:
+            return "leak check"
+        return ""
+
 
 PLAN = pytest.StashKey[TestPlan]()
 

@@ -108,14 +108,16 @@ class TpuMem:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
-        """Plan the test from its markers; a fixture that runs out of device memory is reported
-        as such, and what it held is freed."""
-        item.stash[PLAN] = plan_for(item, self.settings)
+        """Plan the test from its markers once its fixtures are set up (a fixture may add a marker:
+        ``request.applymarker``); a fixture that runs out of device memory is reported as such,
+        and what it held is freed."""
         try:
-            return (yield)
+            result = yield
         except BaseException as e:
             _fail_on_oom(item, e, "while setting up this test")
             raise
+        item.stash[PLAN] = plan_for(item, self.settings)
+        return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
@@ -143,7 +145,7 @@ class TpuMem:
             jax.clear_caches()  # every program the test runs is compiled (and seen) inside it
         body = getattr(item, "obj", None) if plan.leak is None else None
         tracker = PeakTracker(
-            self.devices(), sample_interval=self.settings.sample_interval, body=body, compiled=plan.recompile
+            self.devices(), sample_interval=self.settings.sample_interval, body=body, uncounted=plan.uncounted
         ).start()
         oom: BaseException | None = None
         outcome = "failed"
@@ -174,16 +176,17 @@ class TpuMem:
         import importlib.util
 
         if importlib.util.find_spec("libtpu") is None:
-            if self.settings.no_libtpu == "skip":
+            skip = self.settings.no_libtpu == "skip"
+            message = text.no_libtpu(budget.target.topology, budget.spelled, skipped=skip)
+            if skip:
                 self.skipped_without_libtpu += 1
-                pytest.skip(text.no_libtpu(budget.target.topology, budget.spelled))
-            fail(text.no_libtpu(budget.target.topology, budget.spelled))
+                pytest.skip(message)
+            fail(message)
         from ..decisions.target import TargetCheck
         from ..readings.jaxcompat import Unavailable
-        from ..readings.tpu import TopologyError, topology_devices
+        from ..readings.tpu import TopologyError
 
-        try:
-            topology_devices(budget.target.topology)  # a topology libtpu cannot build fails before the test runs
+        try:  # a topology libtpu cannot build, or a jax without the capture hook, fails before the test runs
             return TargetCheck(budget.target, budget.limit, spelled=budget.spelled, check="max_hbm", devices=self.devices())
         except (Unavailable, TopologyError) as e:
             fail(text.not_judged(budget.spelled, str(e)))
@@ -287,8 +290,8 @@ class TpuMem:
         quiet = self.config.get_verbosity() < 0
         rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
         terminalreporter.write_sep("=", "tpumem")
-        if not quiet:
-            for line in self._backend_lines():
+        for line in self._backend_lines():
+            if not quiet or " unavailable on this jax" in line:  # -q keeps what cannot be measured
                 terminalreporter.write_line(line)
         for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
             terminalreporter.write_line(line)

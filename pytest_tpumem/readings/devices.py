@@ -192,39 +192,55 @@ _LIBTPU_NOISE = (
     r"^\S+/libtpu_init_utils\.cc:\d+\s*$",
 )
 
-
-def without_libtpu_noise(text: str) -> str:
-    """``text`` without the lines libtpu writes when it starts with no TPU attached; every other line kept."""
-    import re
-
-    return "".join(
-        line for line in text.splitlines(keepends=True) if not any(re.search(p, line) for p in _LIBTPU_NOISE)
-    )
+# The filter runs in a process of its own, between the file descriptor 2 this process writes to
+# and the real one: each line goes through as soon as it is written, and if this process dies
+# inside the block (a fatal error while the backend starts), what it wrote last still gets out.
+_FILTER = """
+import re, sys
+noise = [re.compile(p) for p in sys.argv[1:]]
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    if not any(p.search(line.decode(errors="replace")) for p in noise):
+        out.write(line)
+        out.flush()
+"""
 
 
 @contextlib.contextmanager
 def libtpu_startup_filtered() -> Iterator[None]:
     """Around code that may load libtpu for the first time: what it writes to the process's stderr
-    (file descriptor 2) is held back, then written out again without libtpu's start-up noise.
-    Does nothing where libtpu is not installed; harmless where it has loaded already."""
+    (file descriptor 2) passes through a filter process that drops libtpu's start-up noise and
+    passes every other line on at once. Does nothing where libtpu is not installed, or where the
+    filter cannot be started; harmless where libtpu has loaded already."""
     import importlib.util
     import os
+    import subprocess
     import sys
-    import tempfile
 
     if importlib.util.find_spec("libtpu") is None:
         yield
         return
     sys.stderr.flush()
-    with tempfile.TemporaryFile() as held:
-        saved = os.dup(2)
-        os.dup2(held.fileno(), 2)
+    saved = os.dup(2)
+    read_end, write_end = os.pipe()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-S", "-c", _FILTER, *_LIBTPU_NOISE], stdin=read_end, stdout=saved, close_fds=True
+        )
+    except OSError:
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+        yield
+        return
+    os.close(read_end)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)  # the pipe's last write end closes: the filter reads to the end and exits
+        os.close(saved)
         try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            kept = without_libtpu_noise(held.read().decode(errors="replace"))
-            if kept:
-                os.write(2, kept.encode())
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()

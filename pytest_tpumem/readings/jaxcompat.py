@@ -104,7 +104,10 @@ def lowering_entry() -> tuple[Any, Callable[..., Any]]:
     where this jax has none."""
     reason = _missing(PROGRAM_CAPTURE)
     if reason is not None:
-        raise Unavailable(f"{PROGRAM_CAPTURE} unavailable: {reason}")
+        raise Unavailable(
+            f"{PROGRAM_CAPTURE} unavailable: {reason}, where tpumem catches the programs a test runs; "
+            "judge them with the hbm_estimate fixture instead"
+        )
     from jax._src import pjit
 
     return pjit, pjit._resolve_and_lower

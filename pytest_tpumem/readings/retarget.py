@@ -157,7 +157,7 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
         args = [_placed(a, one) for a in args]
     n_consts = len(program.consts)
 
-    def run(*xs: Any) -> Any:  # traced as xs[i]; estimate._named_arguments gives the names back
+    def run(*xs: Any) -> Any:  # traced as xs[i]; tpu._named_arguments gives the names back
         results = jaxcompat.eval_jaxpr(jaxpr, list(xs[:n_consts]), *xs[n_consts:])
         return [jax.lax.with_sharding_constraint(r, s) if s is not None else r for r, s in zip(results, outs + [None] * len(results))]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..decisions.verdict import Verdict
 from ..units import format_size
 from .text import STAND_IN_NOTE
 
@@ -16,11 +17,14 @@ if TYPE_CHECKING:
     from ..decisions.target import TargetResult
 
 PROPERTY = "pytest_tpumem"  # the user_properties key; namespaced so a user's own "tpumem" cannot clash
-_RANK = ("oom", "leak", "over budget", "not judged", "ok")  # Verdict's order, worst first
 
 
 def _rank(verdict: str) -> int:
-    return _RANK.index(verdict) if verdict in _RANK else len(_RANK)
+    """A row's verdict (its text) in Verdict's order, worst first; unknown text last."""
+    try:
+        return Verdict(verdict).rank
+    except ValueError:
+        return len(Verdict)
 
 
 def budget_row(r: BudgetResult) -> dict[str, Any]:

@@ -87,6 +87,15 @@ def backend_lines(s: dict[str, Any]) -> list[str]:
 # --- budget on the run's devices -----------------------------------------------------------------
 
 
+# Why a measurement has no "compiled" witness (PeakReport.uncounted), in words.
+UNCOUNTED = {
+    "caches kept": "jax's caches were kept, so a program an earlier test compiled would not be seen; "
+    "a max_hbm marker or --tpumem-recompile=all clears them",
+    "leak check": "the leak check clears jax's caches after every run, so the programs are gone before they are read",
+    "unavailable": "this jax cannot list compiled programs",
+}
+
+
 def peak_line(d: DevicePeak) -> str:
     seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
     return f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
@@ -119,7 +128,7 @@ def peak_section(report: PeakReport) -> str:
     if report.host_peak is not None:
         lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
     if report.uncounted:
-        lines.append(f"compiled programs: not counted ({report.uncounted})")
+        lines.append(f"compiled programs: not counted ({UNCOUNTED[report.uncounted]})")
     for p in report.programs:
         lines.append(
             f"compiled {p.name} on {','.join(p.devices)}: peak {format_size(p.peak)} "
@@ -268,11 +277,17 @@ def libtpu_install_line() -> str:
     )
 
 
-def no_libtpu(topology: str, spelled: str) -> str:
-    return (
-        f"judging this test on {topology} ({spelled}) needs libtpu, which is not installed: {libtpu_install_line()}; "
-        "--tpumem-no-libtpu=skip skips such tests instead"
-    )
+def no_libtpu(topology: str, spelled: str, skipped: bool = False) -> str:
+    what = f"judging this test on {topology} ({spelled}) needs libtpu, which is not installed: {libtpu_install_line()}"
+    if skipped:
+        return what + "; skipped, as --tpumem-no-libtpu=skip asks"
+    return what + "; --tpumem-no-libtpu=skip skips such tests instead"
+
+
+def no_libtpu_fixture(problem: object, skipped: bool) -> str:
+    if skipped:
+        return f"hbm_estimate: {problem}; skipped, as --tpumem-no-libtpu=skip asks"
+    return f"hbm_estimate: {problem}; --tpumem-no-libtpu=skip skips such tests instead"
 
 
 # --- the pytest glue's one-line errors -----------------------------------------------------------

@@ -140,3 +140,22 @@ def test_xdist_rows_reach_the_controller(pytester):
             "4 measured, 1 failed a memory check*",
         ]
     )
+
+
+def test_a_feature_this_jax_lacks_is_said_even_under_quiet(pytester):
+    """Simulated through the compat layer's own check: the summary names what cannot be measured."""
+    pytester.makeconftest(
+        """
+        from pytest_tpumem.readings import jaxcompat
+
+        real = jaxcompat._missing
+
+        def pytest_configure(config):
+            jaxcompat._missing = lambda f: "jax 9.9 has no Client.live_executables()" if f == jaxcompat.COMPILED_PROGRAMS else real(f)
+        """
+    )
+    pytester.makepyfile("import pytest\n\n@pytest.mark.max_hbm('1GB')\ndef test_it():\n    pass\n")
+    for args in ((), ("-q",)):
+        result = pytester.runpytest_subprocess("--tpumem", *args)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["tpumem: compiled programs unavailable on this jax: jax 9.9 has no Client.live_executables()"])

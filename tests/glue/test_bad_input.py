@@ -70,18 +70,23 @@ def test_bad_fixture_arguments_fail_that_one_test(pytester):
         def test_threshold(leak_check):
             leak_check(lambda: None, threshold="20 Gb")
 
+        def test_clear_caches(leak_check):
+            leak_check(lambda: None, clear_caches="yes")
+
         def test_fine(leak_check):
             leak_check(lambda: None, iterations=1, warmup=0)
         """
     )
     result = pytester.runpytest()
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=1, failed=3)
     result.stdout.fnmatch_lines(
         [
             "*_ test_zero _*",
             "leak_check(...): iterations=0: expected an int >= 1",
             "*_ test_threshold _*",
             "leak_check(...): threshold: unknown unit 'Gb' in '20 Gb'*",
+            "*_ test_clear_caches _*",
+            "leak_check(...): clear_caches='yes': expected True or False",
         ]
     )
 

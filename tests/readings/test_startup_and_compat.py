@@ -1,10 +1,16 @@
 """libtpu's start-up noise is kept off the terminal, real errors are not; every private jax API is found here."""
 
+import importlib.util
+import os
 import subprocess
 import sys
 
+import pytest
+
 from pytest_tpumem.readings import jaxcompat
-from pytest_tpumem.readings.devices import without_libtpu_noise
+from pytest_tpumem.readings.devices import libtpu_startup_filtered
+
+needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="the filter is on only where libtpu is installed")
 
 NOISE = (
     "Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator type, please set env var `TPU_ACCELERATOR_TYPE` manually, otherwise libtpu.so may not properly initialize.\n"
@@ -15,10 +21,29 @@ NOISE = (
 )
 
 
-def test_the_noise_goes_and_everything_else_stays():
+@needs_libtpu
+def test_the_noise_goes_and_everything_else_stays_in_order(capfd):
     real = "E0000 00:00:1.0 1 tpu_compiler.cc:12] INTERNAL: the compiler crashed\nmy own line\n"
-    assert without_libtpu_noise(NOISE) == ""
-    assert without_libtpu_noise(NOISE[:120] + "\n" + real) == real
+    os.write(2, b"before\n")
+    with libtpu_startup_filtered():
+        os.write(2, (NOISE + real).encode())
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "before\n" + real + "after\n"
+
+
+@needs_libtpu
+def test_a_fatal_error_while_the_backend_starts_still_reaches_the_terminal():
+    """The filter is a process of its own: what this one wrote before dying still gets out."""
+    code = (
+        "import os\n"
+        "from pytest_tpumem.readings.devices import libtpu_startup_filtered\n"
+        "with libtpu_startup_filtered():\n"
+        "    os.write(2, b'F1122 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS\\n')\n"
+        "    os.abort()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "Unknown flag in XLA_FLAGS" in done.stderr
 
 
 def test_starting_the_backend_through_the_plugin_prints_no_libtpu_noise():

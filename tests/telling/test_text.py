@@ -57,8 +57,12 @@ def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_counted(
         "host peak (VmHWM): 300.0MB",
         "compiled jit_step on cpu:0: peak 48.0MB (arguments 16.0MB, outputs 16.0MB, temps 16.0MB)",
     ]
-    kept = text.peak_section(peak_report(device("cpu:0", 1), uncounted="jax's caches were kept"))
-    assert "compiled programs: not counted (jax's caches were kept)" in kept
+    for code, words in text.UNCOUNTED.items():
+        section = text.peak_section(peak_report(device("cpu:0", 1), uncounted=code))
+        assert f"compiled programs: not counted ({words})" in section
+    assert "compiled programs: not counted (jax's caches were kept, so a program an earlier test compiled" in text.peak_section(
+        peak_report(device("cpu:0", 1), uncounted="caches kept")
+    )
 
 
 def test_oom_message_in_a_test_and_in_setup():
