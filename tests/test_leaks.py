@@ -8,7 +8,24 @@ LEAKS = {
     "test_host_list_of_numpy_copies": "host RSS grew 1?.?MB/iteration",
     "test_jit_recreated_with_new_closure": "cpu:0 live arrays grew *MB/iteration",
     "test_fixture_metrics_dict_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
+    "test_helper_method_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
+    "test_generator_buffer_keeps_batches": "cpu:0 live arrays grew 16.0MB/iteration",
 }
+# Where each device leak's arrays are made: the line the failure must name first (test_leaky.py).
+SITES = {
+    "test_module_list_keeps_arrays": ("x = jnp.ones((N,), jnp.float32) * 2", "test_module_list_keeps_arrays"),
+    "test_lru_cache_keeps_every_result": ("return jax.random.normal(jax.random.key(seed), (N,))", "embedding_for"),
+    "test_jit_recreated_with_new_closure": ("table = jnp.full((N,), 0.5, jnp.float32)", "make_step"),
+    "test_fixture_metrics_dict_keeps_arrays": ("out = jnp.ones((N,), jnp.float32) * 3", "test_fixture_metrics_dict_keeps_arrays.<locals>.step"),
+    "test_helper_method_keeps_arrays": ("self.history.append(jnp.full((N,), float(step)))", "Recorder.remember"),
+    "test_generator_buffer_keeps_batches": ("batch = jnp.ones((N,), jnp.float32) * 3", "batches"),
+}
+
+
+def _line_of(planted, text):
+    lines = (planted.path / "test_leaky.py").read_text().splitlines()
+    (number,) = [i + 1 for i, line in enumerate(lines) if text in line]
+    return number
 
 
 @pytest.fixture
@@ -17,18 +34,48 @@ def planted(pytester):
     return pytester
 
 
-def test_every_planted_leak_fails_with_device_and_growth(planted):
+def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
     result = planted.runpytest("--tpumem", "test_leaky.py")
-    result.assert_outcomes(failed=len(LEAKS))
+    result.assert_outcomes(failed=len(LEAKS) + 1)
     for name, growth in LEAKS.items():
         result.stdout.fnmatch_lines([f"*_ {name} _*", f"leak_check: {growth} over 3 iterations (threshold 10.0MB/iteration)"])
+    for name, (text, function) in SITES.items():
+        line = _line_of(planted, text)
+        result.stdout.fnmatch_lines(
+            [
+                f"*_ {name} _*",
+                "  still alive after the last run, made after the warmup, by the line that made them:",
+                f"*/iteration  ? arrays f32[[]4000000[]] on cpu:0  at test_leaky.py:{line} in {function}",
+            ]
+        )
     result.stdout.fnmatch_lines(["*= tpumem =*", "verdict*growth/iter*", "leak *test_leaky.py::*"])
+
+
+def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(planted):
+    result = planted.runpytest("--tpumem", "test_leaky.py", "-k", "static_argument")
+    result.assert_outcomes(failed=1)
+    line = _line_of(planted, "scale_jit(jnp.ones(8), next(_factors))")
+    result.stdout.fnmatch_lines(
+        [
+            "leak_check: jax's compile cache grows: 1 program compiled anew and kept in every one of the 3 iterations "
+            "(clear_caches=False), whatever the threshold*",
+            f"  jit_scale compiled at test_leaky.py:{line} in test_new_static_argument_every_call_grows_the_compile_cache (1 per iteration)",
+        ]
+    )
+    result.stdout.fnmatch_lines(["leak *compile cache grows*test_new_static_argument_every_call_grows_the_compile_cache"])
+
+
+def test_clean_code_gets_no_site_list(planted):
+    result = planted.runpytest("--tpumem", "-rA", "test_clean.py")
+    result.assert_outcomes(passed=9)
+    out = result.stdout.str()
+    assert "still alive after the last run" not in out and "compile cache grows" not in out
 
 
 def test_planted_leaks_fail_without_the_flag_only_where_the_fixture_asks(planted):
     """Without --tpumem the markers are inert; the fixture is an explicit request and still checks."""
     result = planted.runpytest("test_leaky.py")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=len(LEAKS), failed=1)
     result.stdout.fnmatch_lines(["*_ test_fixture_metrics_dict_keeps_arrays _*", "leak_check: cpu:0 live arrays grew 16.0MB*"])
     assert "= tpumem =" not in result.stdout.str()
 
@@ -41,7 +88,7 @@ def test_clean_twins_pass_ten_runs_out_of_ten(planted):
     planted.makepyfile(**{f"test_clean_run{run}": source for run in range(10)})
     result = planted.runpytest_subprocess("--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)])
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=60)
+    result.assert_outcomes(passed=90)
 
 
 def test_fixture_returns_the_report_and_uses_the_session_threshold(pytester):
@@ -126,3 +173,21 @@ def test_fixtures_and_arguments_named_like_options_reach_the_test(pytester):
         """
     )
     pytester.runpytest("--tpumem").assert_outcomes(passed=2)
+
+
+def test_with_a_tpu_target_the_forecast_uses_its_usable_hbm(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+        kept = []
+
+        @pytest.mark.leak_check(iterations=3, threshold="10MB")
+        def test_leaks():
+            kept.append(jnp.ones((25_000_000,), jnp.float32))  # 100 MB an iteration
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-target=v5e")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["  cpu:0 live arrays: * -> *; exhausted in ~1?? more iterations (limit 16.9GB, a v5e:2x2 chip's usable HBM)"]
+    )

@@ -8,12 +8,18 @@ half of the iterations (rounded up: both of 2, 2 of 3, 3 of 4) must each have gr
 threshold, and the memory must not have come back down. A steady leak grows every iteration and
 is caught; a one-off allocation (a cache filled once) grows in one iteration only and is not;
 memory that goes up and down, and noise, are not. With ``iterations=1`` the single delta decides.
+
+Where a device leaks, the report says what leaked and where: the arrays made after the warmup and
+still alive after the last iteration, grouped by the user's line that made them. With
+``clear_caches=False``, a program compiled anew and kept in every iteration is a leak of its own
+(the compile cache grows), whatever the threshold. With ``clear_caches=True``, what clearing freed
+after each run (the caches' residue) is reported: what a pipeline's second run would find taken.
 """
 
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .. import defaults
@@ -32,6 +38,7 @@ class Series:
     device: str  # device label, or "host"
     values: tuple[int, ...]  # values[0] is the baseline after warmup
     limit: int | None = None
+    limit_source: str = "bytes_limit"  # where the limit comes from: the device's, or a TPU target's usable HBM
 
     @property
     def deltas(self) -> tuple[int, ...]:
@@ -60,6 +67,73 @@ class Series:
 
 
 @dataclass(frozen=True)
+class LeakSite:
+    """Arrays made at one line of the user's code after the warmup and still alive after the last iteration."""
+
+    site: Any  # readings.frames.Frame, or None where no user frame was recorded
+    count: int
+    nbytes: int  # all of them together, every device
+    shapes: tuple[str, ...]  # the distinct shapes, the most common first ("f32[4000000]")
+    devices: tuple[str, ...]
+    iterations: int
+
+    @property
+    def per_iteration(self) -> int:
+        return self.nbytes // max(self.iterations, 1)
+
+
+def leak_sites(arrays: list[Any], iterations: int, top: int = 5) -> tuple[LeakSite, ...]:
+    """The arrays (readings.arrays.ArrayInfo) grouped by the line that made them, the most bytes first."""
+    groups: dict[Any, list[Any]] = {}
+    for info in arrays:
+        if info is not None:
+            groups.setdefault(info.site, []).append(info)
+    sites = []
+    for site, infos in groups.items():
+        shapes: dict[str, int] = {}
+        for i in infos:
+            shapes[i.shape] = shapes.get(i.shape, 0) + 1
+        devices = sorted({d for i in infos for d in i.devices})
+        sites.append(
+            LeakSite(
+                site,
+                len(infos),
+                sum(i.nbytes for i in infos),
+                tuple(sorted(shapes, key=lambda k: -shapes[k])),
+                tuple(devices),
+                iterations,
+            )
+        )
+    return tuple(sorted(sites, key=lambda g: (-g.nbytes, str(g.site)))[:top])
+
+
+@dataclass(frozen=True)
+class KeptProgram:
+    """A program compiled anew, and kept by jax's caches, in every measured iteration."""
+
+    name: str  # "jit_step"
+    site: Any  # readings.frames.Frame that compiled it, or None
+    per_iteration: int  # copies compiled and kept per iteration (the fewest of any iteration)
+
+
+def kept_in_every_iteration(runs: list[list[Any]]) -> tuple[KeptProgram, ...]:
+    """From the programs compiled and still held after each iteration (readings.programs.ProgramMade
+    per run), the (name, line) pairs that every iteration added: the compile cache grows."""
+    if not runs:
+        return ()
+    counts = []
+    for made in runs:
+        c: dict[tuple[str, Any], int] = {}
+        for m in made:
+            c[(m.name, m.site)] = c.get((m.name, m.site), 0) + 1
+        counts.append(c)
+    every = set(counts[0]).intersection(*counts[1:])
+    return tuple(
+        KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(every, key=str)
+    )
+
+
+@dataclass(frozen=True)
 class LeakReport(Told):
     """Result of a leak check: every series, the threshold and the verdict."""
 
@@ -69,6 +143,12 @@ class LeakReport(Told):
     warmup: int
     threshold: int
     series: tuple[Series, ...]
+    sites: tuple[LeakSite, ...] = ()  # where a device leaked: what survived, by the line that made it
+    compiled: tuple[int, ...] = ()  # programs compiled in each measured iteration
+    kept_programs: tuple[KeptProgram, ...] = ()  # clear_caches=False: compiled anew and kept in every iteration
+    cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
+    # freed after a measured run, bytes per device that reports bytes in use (not CPU), and "host" for RSS
+    clear_caches: bool = True
 
     @property
     def leaking_series(self) -> tuple[Series, ...]:
@@ -76,9 +156,14 @@ class LeakReport(Told):
         return tuple(s for s in self.series if s.growth >= self.threshold)
 
     @property
+    def cache_grows(self) -> bool:
+        """Programs were compiled anew and kept in every iteration: jax's compile cache grows."""
+        return bool(self.kept_programs)
+
+    @property
     def leaking(self) -> bool:
-        """Whether any series leaked (``leaking_series`` says which)."""
-        return bool(self.leaking_series)
+        """Whether any series leaked (``leaking_series`` says which), or the compile cache grows."""
+        return bool(self.leaking_series) or self.cache_grows
 
     @property
     def leaked(self) -> bool:
@@ -132,13 +217,34 @@ def _settle(result: Any) -> None:
     jax.effects_barrier()
 
 
-def _cleanup(clear_caches: bool) -> None:
+def _cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, int]:
+    """Collect the run's garbage and (``clear_caches``) clear jax's caches; with ``devices``, the
+    runtime's bytes in use per device (where it reports them: not on CPU) and host RSS just before
+    the caches were cleared, to tell what clearing freed. Cheap reads only: no live-array walk."""
     gc.collect()  # frees the run's cycles; what clear_caches drops is freed by reference counting
+    before: dict[str, int] = {}
     if clear_caches:
         import jax
 
+        if devices is not None:
+            host.trim_host()
+            before = device_readings.read_in_use(devices)
+            rss = host.host_rss()
+            if rss is not None:
+                before["host"] = rss
         jax.clear_caches()
     host.trim_host()
+    return before
+
+
+def _residue(before: dict[str, int], point: dict[str, tuple[int, int | None]]) -> dict[str, int]:
+    """What clearing jax's caches freed: the reading before it minus the point read after it."""
+    out = {}
+    for label, used in before.items():
+        after = point.get("host RSS" if label == "host" else f"{label} bytes in use")
+        if after is not None:
+            out[label] = max(0, used - after[0])
+    return out
 
 
 def _read(devices: list[Any]) -> dict[str, tuple[int, int | None]]:
@@ -179,15 +285,18 @@ def check_leaks(
     clear_caches: bool = defaults.CLEAR_CACHES,
     raise_on_leak: bool = False,
     devices: list[Any] | None = None,
+    capacity: tuple[int, str] | None = None,
     **kwargs: Any,
 ) -> LeakReport:
     """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
 
     After each run the result is waited for and dropped, garbage is collected and (by default)
     ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
-    (default: every local device) and the host. Keyword arguments named like this function's own
-    (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``, ``devices``)
-    are taken here, not passed to ``fn``: give them to ``fn`` with ``functools.partial``.
+    (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
+    of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). Keyword arguments named
+    like this function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``,
+    ``raise_on_leak``, ``devices``, ``capacity``) are taken here, not passed to ``fn``: give them
+    to ``fn`` with ``functools.partial``.
     """
     validate(fn, iterations, warmup, clear_caches)
     threshold = parse_size(threshold, what="threshold")
@@ -200,6 +309,9 @@ def check_leaks(
     frozen = not gc.get_freeze_count()
     if frozen:
         gc.freeze()
+    from ..readings import programs
+    from ..readings.arrays import ArraySnapshot, describe
+
     try:
         for _ in range(warmup):
             _settle(fn(*args, **kwargs))
@@ -207,10 +319,21 @@ def check_leaks(
         if warmup == 0:
             _cleanup(clear_caches)
         points = [_read(devices)]
+        snapshot = ArraySnapshot()  # what is alive now is not the runs' doing
+        made: list[list[Any]] = []  # per iteration: the programs it compiled that are still held after it
+        compiled: list[int] = []
+        residue: dict[str, int] = {}
         for _ in range(iterations):
+            before = programs.executable_ids(devices)
             _settle(fn(*args, **kwargs))
-            _cleanup(clear_caches)
+            new = programs.compiled_since(devices, before)
+            freed = _cleanup(clear_caches, devices)
             points.append(_read(devices))
+            held = programs.executable_ids(devices) or set()
+            compiled.append(len(new))
+            made.append([m for m in new if m.ident in held])
+            for label, n in _residue(freed, points[-1]).items():
+                residue[label] = max(residue.get(label, 0), n)
     finally:
         if frozen:
             gc.unfreeze()
@@ -218,8 +341,24 @@ def check_leaks(
     for name, (_, limit) in points[0].items():
         if all(name in p for p in points):
             device = "host" if name == "host RSS" else name.split(" ", 1)[0]
-            series.append(Series(name, device, tuple(p[name][0] for p in points), limit))
-    report = LeakReport(iterations, warmup, threshold, tuple(series))
+            source = "bytes_limit"
+            if limit is None and device != "host" and capacity is not None:
+                limit, source = capacity
+            series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source))
+    report = LeakReport(
+        iterations,
+        warmup,
+        threshold,
+        tuple(series),
+        compiled=tuple(compiled),
+        kept_programs=() if clear_caches else kept_in_every_iteration(made),
+        cache_residue=residue,
+        clear_caches=clear_caches,
+    )
+    if any(s.device != "host" for s in report.leaking_series):  # what leaked, and where: only now, it costs
+        survivors = [describe(a) for a in snapshot.new_arrays()]
+        report = replace(report, sites=leak_sites(survivors, iterations))
+        del survivors
     if raise_on_leak and report.leaking:
         raise LeakError(report)
     return report

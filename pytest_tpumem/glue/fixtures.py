@@ -45,8 +45,15 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         call = functools.partial(fn, *args, **kwargs)
         session = request.config.pluginmanager.get_plugin("tpumem-session")  # under --tpumem: the devices it reads
         devices = session.devices() if session is not None else None
+        capacity = session.capacity() if session is not None else None
         report = check_leaks(
-            call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, devices=devices
+            call,
+            iterations=iterations,
+            warmup=warmup,
+            threshold=limit,
+            clear_caches=clear_caches,
+            devices=devices,
+            capacity=capacity,
         )
         record(request.node, report.row)
         if report.leaking:

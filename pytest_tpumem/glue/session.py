@@ -99,6 +99,14 @@ class TpuMem:
             lines.append(text.versions_line(installed_versions()))
         return lines + [text.settings_line(self.settings.max_hbm, self.settings.leak_threshold)]
 
+    def capacity(self, target: Any = None) -> tuple[int, str] | None:
+        """For a leak forecast where the device reports no limit: the usable HBM of the test's TPU
+        target (or --tpumem-target's), and what it is."""
+        target = target or (self._target() if self.settings.target else None)
+        if target is None:
+            return None
+        return target.hbm_per_device, text.capacity_source(target)
+
     def _target(self) -> Any:
         from ..targets import parse_target
 
@@ -242,6 +250,7 @@ class TpuMem:
             threshold=opts.threshold,
             clear_caches=opts.clear_caches,
             devices=self.devices(),
+            capacity=self.capacity(plan.budget.target if plan.budget else None),
         )
         pyfuncitem.stash[_LEAK_REPORT] = report
         record(pyfuncitem, report.row)

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .frames import short_path
+
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*):\s*$")
 _VALUE = re.compile(r"^ value: <\d+ (\S+) @\d+> \(size=(\d+),offset=\d+\): (.+)$")
 _INSTRUCTION = re.compile(r"^ from instruction: %(\S+) = .*?metadata=\{([^}]*)\}")
@@ -73,20 +75,12 @@ def _frames(module_text: str) -> dict[str, str]:
     for number, rest in tables.get("FileLocations", {}).items():
         fields = dict(re.findall(r"(\w+)=(\d+)", rest))
         path = names.get(fields.get("file_name_id", ""), "?")
-        locations[number] = f"{_short(path)}:{fields.get('line', '?')} ({functions.get(fields.get('function_name_id', ''), '?')})"
+        locations[number] = f"{short_path(path)}:{fields.get('line', '?')} ({functions.get(fields.get('function_name_id', ''), '?')})"
     out = {}
     for number, rest in tables.get("StackFrames", {}).items():
         fields = dict(re.findall(r"(\w+)=(\d+)", rest))
         out[number] = locations.get(fields.get("file_location_id", ""), "")
     return out
-
-
-def _short(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
 
 
 _SPACE = re.compile(r"^Memory Space: (\S+) \(color=(\d+)\)\s*\nTotal bytes: (\d+)", re.M)
@@ -120,7 +114,7 @@ def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[B
             op = _OP_NAME.search(metadata)
             frame = _FRAME.search(metadata)
             source = _SOURCE.search(metadata)
-            where = frames.get(frame[1], "") if frame else (f"{_short(source[1])}:{source[2]}" if source else "")
+            where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
             meta[name] = (op[1] if op else "", where)
     found: dict[str, Buffer] = {}
     kind, hbm = "temporary", True

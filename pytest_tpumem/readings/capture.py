@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from . import devices as device_readings
 from . import jaxcompat
+from .frames import short_path
 
 _OWN = contextvars.ContextVar("tpumem_own_lowering", default=False)
 
@@ -68,8 +69,7 @@ class CapturedProgram:
         path, _, line = path_line.rpartition(":")
         if not path or os.path.dirname(jax.__file__) in path:
             return ""  # an operation jax ran eagerly: its own wrapper, not the user's line
-        rel = os.path.relpath(path)
-        return f"{path if rel.startswith('..') else rel}:{line}"
+        return f"{short_path(path)}:{line}"
 
     def arg_name(self, index: int) -> str:
         """The name jax gave argument ``index`` when it traced the program ("params['w']"), or ""."""

@@ -127,6 +127,16 @@ def read_used(devices: Iterable[Any]) -> dict[str, int]:
     return out
 
 
+def read_in_use(devices: Iterable[Any]) -> dict[str, int]:
+    """The runtime's bytes in use, for the devices that report it (none on CPU): no live-array walk."""
+    out = {}
+    for dev in devices:
+        in_use = _stat(memory_stats(dev), "bytes_in_use")
+        if in_use is not None:
+            out[device_label(dev)] = in_use
+    return out
+
+
 def reset_peak(device: Any) -> bool:
     """Reset the runtime high-water mark where the installed jax offers a way; False otherwise."""
     for name in ("reset_memory_stats", "clear_memory_stats"):

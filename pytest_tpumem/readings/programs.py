@@ -66,3 +66,31 @@ def new_programs(devices: list[Any], before: set[int] | None) -> list[CompiledPr
             continue
         out.append(CompiledProgram(names[0] if names else "?", devs, peak, args, outputs, temps))
     return out
+
+
+@dataclass(frozen=True)
+class ProgramMade:
+    """A program compiled during one run of a leak check: which, and the user's line that compiled it."""
+
+    ident: int  # id() of the executable, to tell later whether it is still held (no reference kept)
+    name: str  # "jit_step"
+    site: Any  # frames.Frame, or None
+
+
+def compiled_since(devices: list[Any], before: set[int] | None) -> list[ProgramMade]:
+    """The programs the client holds now and did not hold in ``before`` (None: this jax cannot list them)."""
+    if before is None:
+        return []
+    from .frames import user_frame
+
+    out = []
+    for exe in jaxcompat.live_executables(_client(devices)) or []:
+        if id(exe) in before:
+            continue
+        try:
+            names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
+            site = user_frame(getattr(exe, "traceback", None))
+        except Exception:
+            names, site = [], None
+        out.append(ProgramMade(id(exe), names[0] if names else "?", site))
+    return out

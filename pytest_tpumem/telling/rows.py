@@ -50,10 +50,15 @@ def target_row(r: TargetResult) -> dict[str, Any]:
 
 def leak_row(r: LeakReport) -> dict[str, Any]:
     worst = r.worst
+    source = worst.name if worst else ""
+    if r.sites and r.sites[0].site is not None:
+        source += f" at {r.sites[0].site.file}:{r.sites[0].site.line}"
+    if r.cache_grows:
+        source = (source + "; " if r.leaking_series else "") + "compile cache grows"
     return {
         "verdict": r.verdict.value,
         "growth": worst.growth if worst else 0,
-        "growth_source": worst.name if worst else "",
+        "growth_source": source,
         "threshold": r.threshold,
     }
 

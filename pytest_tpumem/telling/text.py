@@ -13,7 +13,7 @@ from ..units import format_delta, format_size
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
     from ..decisions.budget import BudgetResult
-    from ..decisions.leak import LeakReport, Series
+    from ..decisions.leak import KeptProgram, LeakReport, LeakSite, Series
     from ..decisions.oom import OomResult
     from ..decisions.peak import DevicePeak, PeakReport
     from ..decisions.target import ProgramJudgement, TargetResult
@@ -54,6 +54,10 @@ def settings_line(max_hbm: int | None, leak_threshold: int) -> str:
 def target_text(target: Target) -> str:
     per = "per chip" if target.device == "chip" else "per TensorCore (2 a chip)"
     return f"{target.topology}: {format_size(target.hbm_per_device)} usable HBM {per}"
+
+
+def capacity_source(target: Target) -> str:
+    return f"a {target.topology} {target.device}'s usable HBM"
 
 
 def target_line(target: Target) -> str:
@@ -158,12 +162,36 @@ def series_line(s: Series) -> str:
     line = f"{s.name}: " + " -> ".join(parts)
     left = s.iterations_left()
     if left is not None:
-        line += f"; exhausted in ~{left} more iterations (limit {format_size(s.limit)})"
+        source = "" if s.limit_source == "bytes_limit" else f", {s.limit_source}"
+        line += f"; exhausted in ~{left} more iterations (limit {format_size(s.limit)}{source})"
     return line
 
 
+def site_line(site: LeakSite) -> str:
+    """``16.0MB/iteration  3 arrays f32[4000000] on cpu:0  at test_leaky.py:17 in test_leak``"""
+    shapes = ", ".join(site.shapes[:2]) + (f" and {len(site.shapes) - 2} more shapes" if len(site.shapes) > 2 else "")
+    where = f"at {site.site}" if site.site is not None else "made inside a library (no line of the test's code recorded)"
+    devices = ", ".join(site.devices[:4]) + (" ..." if len(site.devices) > 4 else "")
+    return f"{format_size(site.per_iteration):>9}/iteration  {_plural(site.count, 'array')} {shapes} on {devices}  {where}"
+
+
+def kept_program_line(p: KeptProgram) -> str:
+    where = f" at {p.site}" if p.site is not None else ""
+    return f"{p.name} compiled{where} ({p.per_iteration} per iteration)"
+
+
+def _leak_details(report: LeakReport) -> list[str]:
+    """What leaked and where: the sites, and the programs the compile cache gained."""
+    lines = []
+    if report.sites:
+        lines.append("  still alive after the last run, made after the warmup, by the line that made them:")
+        lines += ["    " + site_line(g) for g in report.sites]
+    return lines
+
+
 def leak_message(report: LeakReport) -> str:
-    """What grew, by how much per iteration, on which device; for a clean check, one line saying so."""
+    """What grew, by how much per iteration, on which device, and what leaked where; for a clean
+    check, one line saying so."""
     head = report.worst
     over = f"over {_plural(report.iterations, 'iteration')}"
     threshold = f"threshold {format_size(report.threshold)}/iteration"
@@ -174,13 +202,30 @@ def leak_message(report: LeakReport) -> str:
             f"leak_check: no leak {over}: the largest growth was {head.name} at "
             f"{format_size(max(head.growth, 0))}/iteration, under the {threshold}"
         )
-    lines = [f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})"]
-    lines += ["  " + series_line(s) for s in report.leaking_series]
+    lines = []
+    if report.leaking_series:
+        lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})")
+        lines += ["  " + series_line(s) for s in report.leaking_series]
+        lines += _leak_details(report)
+    if report.cache_grows:
+        n = len(report.kept_programs)
+        lines.append(
+            f"leak_check: jax's compile cache grows: {_plural(n, 'program')} compiled anew and kept in every one "
+            f"of the {_plural(report.iterations, 'iteration')} (clear_caches=False), whatever the threshold: "
+            "a jit made again on every call, a new static argument or a new shape each time"
+        )
+        lines += ["  " + kept_program_line(p) for p in report.kept_programs]
     return "\n".join(lines)
 
 
 def leak_section(report: LeakReport) -> str:
-    return "\n".join(series_line(s) for s in report.series)
+    lines = [series_line(s) for s in report.series]
+    if report.compiled:
+        lines.append(f"programs compiled in each iteration: {', '.join(map(str, report.compiled))}")
+    if report.clear_caches and report.cache_residue:
+        freed = ", ".join(f"{label} {format_size(n)}" for label, n in report.cache_residue.items())
+        lines.append(f"jax.clear_caches() freed after a run, at most: {freed} (what a second run would find taken without it)")
+    return "\n".join(lines)
 
 
 # --- budget on a TPU target ----------------------------------------------------------------------

@@ -124,3 +124,38 @@ def test_check_leaks_rejects_bad_counts():
         check_leaks(lambda: None, iterations=0)
     with pytest.raises(ValueError, match="warmup=-1"):
         check_leaks(lambda: None, warmup=-1)
+
+
+def test_survivors_are_grouped_by_the_line_that_made_them():
+    from pytest_tpumem.decisions.leak import leak_sites
+    from pytest_tpumem.readings.arrays import ArrayInfo
+    from pytest_tpumem.readings.frames import Frame
+
+    a, b = Frame("t.py", 3, "f"), Frame("t.py", 9, "g")
+    infos = [ArrayInfo(4 * MB, ("cpu:0",), "f32[1000000]", a)] * 3 + [ArrayInfo(MB, ("cpu:1",), "s32[250000]", b)] * 6 + [None]
+    sites = leak_sites(infos, iterations=3)
+    assert [(s.site, s.count, s.nbytes, s.per_iteration) for s in sites] == [(a, 3, 12 * MB, 4 * MB), (b, 6, 6 * MB, 2 * MB)]
+    assert len(leak_sites(infos * 3, 3, top=1)) == 1
+
+
+def test_only_programs_added_in_every_iteration_grow_the_cache():
+    from pytest_tpumem.decisions.leak import kept_in_every_iteration
+    from pytest_tpumem.readings.programs import ProgramMade
+
+    step, once = ProgramMade(1, "jit_step", "t.py:3"), ProgramMade(2, "jit_init", "t.py:1")
+    assert [(k.name, k.per_iteration) for k in kept_in_every_iteration([[step, once], [step, step], [step]])] == [("jit_step", 1)]
+    assert kept_in_every_iteration([[step], [], [step]]) == ()
+    assert kept_in_every_iteration([]) == ()
+
+
+def test_check_leaks_names_the_line_of_a_planted_leak_without_pytest():
+    kept = []
+
+    def remember():
+        kept.append(jnp.ones((1_000_000,), jnp.float32))  # the planted leak's own line
+
+    report = check_leaks(remember, threshold="2MB")
+    (site, *_) = report.sites
+    assert (site.site.function, site.count, site.per_iteration) == ("test_check_leaks_names_the_line_of_a_planted_leak_without_pytest.<locals>.remember", 3, 4_000_000)
+    assert site.site.file.endswith("test_leak_rule.py") and site.site.line == remember.__code__.co_firstlineno + 1
+    kept.clear()

@@ -95,3 +95,42 @@ def test_fixture_metrics_as_floats(leak_check):
 
     report = leak_check(step, iterations=3, threshold="10MB")
     assert not report.leaked
+
+
+class Recorder:
+    """The clean twin: it keeps a float of each step, not the array."""
+
+    def __init__(self):
+        self.history = []
+
+    def remember(self, step):
+        self.history.append(float(jnp.full((N,), float(step)).mean()))
+
+
+_recorder = Recorder()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_helper_method_keeps_floats():
+    _recorder.remember(len(_recorder.history))
+
+
+def batches():
+    while True:
+        yield jnp.ones((N,), jnp.float32) * 3  # nothing holds it after the consumer drops it
+
+
+_stream = batches()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_generator_without_a_buffer():
+    next(_stream).block_until_ready()
+
+
+scale_jit = jax.jit(lambda x, factor: x * factor, static_argnums=1)
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
+def test_same_static_argument_compiles_once():
+    scale_jit(jnp.ones(8), 2).block_until_ready()  # compiled in the warmup, reused after

@@ -66,3 +66,56 @@ def test_fixture_metrics_dict_keeps_arrays(leak_check):
         return out.sum()
 
     leak_check(step, iterations=3, threshold="10MB")
+
+
+class Recorder:
+    """Keeps a history of steps: the arrays are made in a method two calls away from the test."""
+
+    def __init__(self):
+        self.history = []
+
+    def remember(self, step):
+        self.history.append(jnp.full((N,), float(step)))  # the leak: every step's array is kept
+
+
+_recorder = Recorder()
+
+
+def train_one_step(step):
+    _recorder.remember(step)
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_helper_method_keeps_arrays():
+    train_one_step(len(_recorder.history))
+
+
+_buffer = []
+
+
+def batches():
+    while True:
+        batch = jnp.ones((N,), jnp.float32) * 3  # made here, kept by the buffer below
+        _buffer.append(batch)
+        yield batch
+
+
+_stream = batches()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_generator_buffer_keeps_batches():
+    next(_stream).block_until_ready()
+
+
+def scale(x, factor):
+    return x * factor
+
+
+scale_jit = jax.jit(scale, static_argnums=1)
+_factors = itertools.count(2)
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
+def test_new_static_argument_every_call_grows_the_compile_cache():
+    scale_jit(jnp.ones(8), next(_factors)).block_until_ready()  # a new program for every new factor

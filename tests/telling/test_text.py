@@ -1,6 +1,8 @@
 """Each sentence the user reads, from results built by hand (no jax, no pytest run): failure texts,
 report sections, the header and summary lines."""
 
+import dataclasses
+
 from pytest_tpumem.decisions.budget import Budget, BudgetResult
 from pytest_tpumem.decisions.leak import LeakReport, Series
 from pytest_tpumem.decisions.oom import OomResult
@@ -186,3 +188,49 @@ def test_the_glue_lines_say_what_to_do():
     assert "pytest_tpumem.check_leaks on a function instead" in text.cannot_rerun("test_u", "unittest")
     assert text.no_libtpu("v5e:2x2", "max_hbm(target='v5e')").endswith("--tpumem-no-libtpu=skip skips such tests instead")
     assert 'pip install "jax[tpu]"' in text.libtpu_install_line() and 'pip install ".[tpu]"' in text.libtpu_install_line()
+
+
+def test_a_device_leak_names_what_survived_and_where():
+    from pytest_tpumem.decisions.leak import LeakSite
+    from pytest_tpumem.readings.frames import Frame
+
+    site = LeakSite(Frame("test_x.py", 17, "Recorder.remember"), 3, 48 * MB, ("f32[4000000]",), ("cpu:0",), 3)
+    unknown = LeakSite(None, 6, 12 * MB, ("f32[1000]", "s32[7]", "bf16[2,2]"), ("cpu:0", "cpu:1"), 3)
+    report = dataclasses.replace(leak(16 * MB, 32 * MB, 48 * MB, 64 * MB), sites=(site, unknown))
+    lines = report.message().splitlines()
+    assert lines[2:] == [
+        "  still alive after the last run, made after the warmup, by the line that made them:",
+        "       16.0MB/iteration  3 arrays f32[4000000] on cpu:0  at test_x.py:17 in Recorder.remember",
+        "        4.0MB/iteration  6 arrays f32[1000], s32[7] and 1 more shapes on cpu:0, cpu:1  "
+        "made inside a library (no line of the test's code recorded)",
+    ]
+    assert report.row["growth_source"] == "cpu:0 live arrays at test_x.py:17"
+
+
+def test_a_growing_compile_cache_is_a_leak_of_its_own():
+    from pytest_tpumem.decisions.leak import KeptProgram
+    from pytest_tpumem.readings.frames import Frame
+
+    kept = KeptProgram("jit_scale", Frame("test_x.py", 9, "test_static"), 1)
+    report = dataclasses.replace(leak(MB, MB, MB, MB), kept_programs=(kept,), compiled=(1, 1, 1), clear_caches=False)
+    assert report.leaking and report.cache_grows and report.leaking_series == ()
+    assert report.message().splitlines() == [
+        "leak_check: jax's compile cache grows: 1 program compiled anew and kept in every one of the 3 iterations "
+        "(clear_caches=False), whatever the threshold: a jit made again on every call, a new static argument or a new shape each time",
+        "  jit_scale compiled at test_x.py:9 in test_static (1 per iteration)",
+    ]
+    assert "programs compiled in each iteration: 1, 1, 1" in report.section
+    assert report.row["growth_source"] == "compile cache grows"
+
+
+def test_the_section_says_what_clearing_the_caches_freed():
+    report = dataclasses.replace(leak(MB, MB, MB, MB), cache_residue={"gpu:0": 3_740_000_000, "host": 0})
+    assert (
+        "jax.clear_caches() freed after a run, at most: gpu:0 3.7GB, host 0B (what a second run would find taken without it)"
+        in report.section
+    )
+
+
+def test_the_forecast_names_a_target_capacity():
+    s = Series("cpu:0 live arrays", "cpu:0", (0, 100 * MB, 200 * MB, 300 * MB), 17 * 10**9, "a v5e:2x2 chip's usable HBM")
+    assert text.series_line(s).endswith("exhausted in ~167 more iterations (limit 17.0GB, a v5e:2x2 chip's usable HBM)")

@@ -1,0 +1,76 @@
+"""Where in the user's code something happened: the innermost frame of a traceback that belongs to
+the user, not to jax, numpy, pytest, the libraries models are built with, or this plugin.
+
+jax records a traceback with every array it makes (``Array.traceback``, innermost frame first) and
+with every program it compiles; the first user frame there is the line that made it, even when
+that line is in a helper several calls away from the test.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# Packages whose frames are never the user's: jax itself, the array and test machinery, the
+# libraries models are built with, and this plugin.
+LIBRARIES = (
+    "jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "scipy", "_pytest", "pytest", "pluggy",
+    "pytest_tpumem", "optax", "flax", "chex", "equinox", "haiku", "orbax", "absl", "xdist", "execnet",
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A line of the user's code."""
+
+    file: str  # as short as it reads well: relative to the working directory where it is under it
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    import importlib.util
+    import sysconfig
+
+    roots = {sysconfig.get_paths()["stdlib"]}
+    for name in LIBRARIES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            roots.add(os.path.realpath(location))
+    return tuple(sorted(roots, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_file(path: str) -> bool:
+    if not path or path.startswith("<"):  # <frozen ...>, <string>: no file to point at
+        return False
+    real = os.path.realpath(path)
+    return not any(real == root or real.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.lru_cache(maxsize=4096)
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory where it is under it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def user_frame(traceback: Any) -> Frame | None:
+    """The innermost user frame of a jax traceback (``Array.traceback``, an executable's
+    ``traceback``), or None where it has none (made by a library alone, or tracebacks are off)."""
+    for frame in getattr(traceback, "frames", None) or ():
+        if is_user_file(frame.file_name):
+            return Frame(short_path(frame.file_name), int(frame.line_num), str(frame.function_name))
+    return None
