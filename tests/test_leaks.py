@@ -10,6 +10,12 @@ LEAKS = {
     "test_fixture_metrics_dict_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
     "test_helper_method_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
     "test_generator_buffer_keeps_batches": "cpu:0 live arrays grew 16.0MB/iteration",
+    "test_dict_of_host_copies": "host RSS grew 1?.?MB/iteration",
+}
+# Where each host leak's memory is allocated: the line the traced run must name first.
+HOST_SITES = {
+    "test_host_list_of_numpy_copies": "_host_copies.append(np.array(x))",
+    "test_dict_of_host_copies": "_copies_by_step[step] = np.asarray(x) + 0",
 }
 # Where each device leak's arrays are made: the line the failure must name first (test_leaky.py).
 SITES = {
@@ -48,6 +54,14 @@ def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
                 f"*/iteration  ? arrays f32[[]4000000[]] on cpu:0  at test_leaky.py:{line} in {function}",
             ]
         )
+    for name, text in HOST_SITES.items():
+        result.stdout.fnmatch_lines(
+            [
+                f"*_ {name} _*",
+                "  left allocated on the host by one more run, traced with tracemalloc*",
+                f"*1?.?MB  * at test_leaky.py:{_line_of(planted, text)}",
+            ]
+        )
     result.stdout.fnmatch_lines(["*= tpumem =*", "verdict*growth/iter*", "leak *test_leaky.py::*"])
 
 
@@ -67,9 +81,10 @@ def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(plante
 
 def test_clean_code_gets_no_site_list(planted):
     result = planted.runpytest("--tpumem", "-rA", "test_clean.py")
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
     out = result.stdout.str()
     assert "still alive after the last run" not in out and "compile cache grows" not in out
+    assert "traced with tracemalloc" not in out
 
 
 def test_planted_leaks_fail_without_the_flag_only_where_the_fixture_asks(planted):
@@ -88,7 +103,7 @@ def test_clean_twins_pass_ten_runs_out_of_ten(planted):
     planted.makepyfile(**{f"test_clean_run{run}": source for run in range(10)})
     result = planted.runpytest_subprocess("--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)])
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=90)
+    result.assert_outcomes(passed=100)
 
 
 def test_fixture_returns_the_report_and_uses_the_session_threshold(pytester):

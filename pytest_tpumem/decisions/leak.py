@@ -108,6 +108,22 @@ def leak_sites(arrays: list[Any], iterations: int, top: int = 5) -> tuple[LeakSi
 
 
 @dataclass(frozen=True)
+class HostSite:
+    """Host memory one more run left allocated at one line of the user's code (traced with tracemalloc)."""
+
+    site: Any  # readings.frames.Frame, or None where no user frame was in the allocation's stack
+    nbytes: int
+    allocations: int
+
+
+def host_sites(grown: list[tuple[Any, int, int]], top: int = 5) -> tuple[HostSite, ...]:
+    """readings.host.traced_growth's (line, bytes, allocations), the most bytes first."""
+    sites = sorted((HostSite(site, size, count) for site, size, count in grown), key=lambda h: (-h.nbytes, str(h.site)))
+    largest = sites[0].nbytes if sites else 0
+    return tuple(h for h in sites[:top] if h.nbytes * 100 >= largest)  # under 1% of the largest: noise
+
+
+@dataclass(frozen=True)
 class KeptProgram:
     """A program compiled anew, and kept by jax's caches, in every measured iteration."""
 
@@ -146,6 +162,7 @@ class LeakReport(Told):
     sites: tuple[LeakSite, ...] = ()  # where a device leaked: what survived, by the line that made it
     compiled: tuple[int, ...] = ()  # programs compiled in each measured iteration
     kept_programs: tuple[KeptProgram, ...] = ()  # clear_caches=False: compiled anew and kept in every iteration
+    host_sites: tuple[HostSite, ...] = ()  # where only the host leaked: what one more, traced run left, by line
     cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
     # freed after a measured run, bytes per device that reports bytes in use (not CPU), and "host" for RSS
     clear_caches: bool = True
@@ -355,10 +372,18 @@ def check_leaks(
         cache_residue=residue,
         clear_caches=clear_caches,
     )
-    if any(s.device != "host" for s in report.leaking_series):  # what leaked, and where: only now, it costs
+    # What leaked, and where: only now that a leak was found, for it costs.
+    if any(s.device != "host" for s in report.leaking_series):
         survivors = [describe(a) for a in snapshot.new_arrays()]
         report = replace(report, sites=leak_sites(survivors, iterations))
         del survivors
+    elif report.leaking_series:  # the host alone grew: one more run, traced
+
+        def traced() -> None:
+            _settle(fn(*args, **kwargs))
+            _cleanup(clear_caches)
+
+        report = replace(report, host_sites=host_sites(host.traced_growth(traced)))
     if raise_on_leak and report.leaking:
         raise LeakError(report)
     return report

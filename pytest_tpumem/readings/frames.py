@@ -30,7 +30,7 @@ class Frame:
     function: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line} in {self.function}"
+        return f"{self.file}:{self.line}" + (f" in {self.function}" if self.function else "")
 
 
 @functools.lru_cache(maxsize=1)

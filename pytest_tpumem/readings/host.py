@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def _proc_status(key: str) -> int | None:
     try:
@@ -60,3 +62,39 @@ def trim_host() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc
+
+
+def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
+    """Run ``run()`` once under tracemalloc and return what it left allocated, by the innermost
+    user frame (readings.frames.Frame, or None): (frame, bytes, allocations), bytes > 0 only.
+
+    tracemalloc sees Python's and numpy's allocations (a numpy copy of a device array shows at the
+    line that made it), not XLA's. Tracing slows the run; call it only once a host leak was found."""
+    import tracemalloc
+
+    from .frames import is_user_file, short_path
+    from .frames import Frame
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start(depth)
+    try:
+        before = tracemalloc.take_snapshot()
+        run()
+        after = tracemalloc.take_snapshot()
+    finally:
+        if started:
+            tracemalloc.stop()
+    grown: dict[Any, list[int]] = {}
+    for stat in after.compare_to(before, "traceback"):
+        if stat.size_diff <= 0:
+            continue
+        site = None
+        for frame in reversed(stat.traceback):  # innermost first
+            if is_user_file(frame.filename):
+                site = Frame(short_path(frame.filename), frame.lineno, "")
+                break
+        entry = grown.setdefault(site, [0, 0])
+        entry[0] += stat.size_diff
+        entry[1] += max(stat.count_diff, 0)
+    return [(site, size, count) for site, (size, count) in grown.items()]

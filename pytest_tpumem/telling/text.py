@@ -13,7 +13,7 @@ from ..units import format_delta, format_size
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
     from ..decisions.budget import BudgetResult
-    from ..decisions.leak import KeptProgram, LeakReport, LeakSite, Series
+    from ..decisions.leak import HostSite, KeptProgram, LeakReport, LeakSite, Series
     from ..decisions.oom import OomResult
     from ..decisions.peak import DevicePeak, PeakReport
     from ..decisions.target import ProgramJudgement, TargetResult
@@ -180,12 +180,23 @@ def kept_program_line(p: KeptProgram) -> str:
     return f"{p.name} compiled{where} ({p.per_iteration} per iteration)"
 
 
+def host_site_line(h: HostSite) -> str:
+    where = f"at {h.site}" if h.site is not None else "in a library (no line of the test's code in its stack)"
+    return f"{format_size(h.nbytes):>9}  {_plural(h.allocations, 'allocation')}  {where}"
+
+
 def _leak_details(report: LeakReport) -> list[str]:
-    """What leaked and where: the sites, and the programs the compile cache gained."""
+    """What leaked and where: the arrays that survived on a device, or what grew on the host."""
     lines = []
     if report.sites:
         lines.append("  still alive after the last run, made after the warmup, by the line that made them:")
         lines += ["    " + site_line(g) for g in report.sites]
+    if report.host_sites:
+        lines.append(
+            "  left allocated on the host by one more run, traced with tracemalloc (Python and numpy "
+            "allocations, not XLA's), by line:"
+        )
+        lines += ["    " + host_site_line(h) for h in report.host_sites]
     return lines
 
 

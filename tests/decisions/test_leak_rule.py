@@ -159,3 +159,25 @@ def test_check_leaks_names_the_line_of_a_planted_leak_without_pytest():
     assert (site.site.function, site.count, site.per_iteration) == ("test_check_leaks_names_the_line_of_a_planted_leak_without_pytest.<locals>.remember", 3, 4_000_000)
     assert site.site.file.endswith("test_leak_rule.py") and site.site.line == remember.__code__.co_firstlineno + 1
     kept.clear()
+
+
+def test_host_sites_keep_the_largest_and_drop_noise():
+    from pytest_tpumem.decisions.leak import host_sites
+    from pytest_tpumem.readings.frames import Frame
+
+    big, small = Frame("t.py", 4, ""), Frame("t.py", 5, "")
+    sites = host_sites([(small, 5_000, 50), (big, 16 * MB, 1), (None, 9_000, 90)])
+    assert [(h.site, h.nbytes) for h in sites] == [(big, 16 * MB)]  # the rest is under 1% of it
+
+
+def test_a_host_leak_without_pytest_names_the_numpy_line():
+    kept = []
+
+    def copy_to_host():
+        kept.append(jnp.arange(4_000_000, dtype=jnp.float32).__array__() + 0)  # a 16 MB numpy copy
+
+    report = check_leaks(copy_to_host, threshold="8MB")
+    assert [s.name for s in report.leaking_series] == ["host RSS"]
+    (top, *_) = report.host_sites
+    assert top.site.line == copy_to_host.__code__.co_firstlineno + 1 and top.nbytes >= 16_000_000
+    kept.clear()

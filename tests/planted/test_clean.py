@@ -134,3 +134,12 @@ scale_jit = jax.jit(lambda x, factor: x * factor, static_argnums=1)
 @pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
 def test_same_static_argument_compiles_once():
     scale_jit(jnp.ones(8), 2).block_until_ready()  # compiled in the warmup, reused after
+
+
+_totals_by_step = {}
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_dict_of_host_totals():
+    x = np.asarray(jnp.arange(N, dtype=jnp.float32)) + 0
+    _totals_by_step[len(_totals_by_step)] = float(x.sum())  # a float per step, not the copy

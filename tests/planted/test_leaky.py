@@ -119,3 +119,15 @@ _factors = itertools.count(2)
 @pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
 def test_new_static_argument_every_call_grows_the_compile_cache():
     scale_jit(jnp.ones(8), next(_factors)).block_until_ready()  # a new program for every new factor
+
+
+_copies_by_step = {}
+
+
+def keep_host_copy(step, x):
+    _copies_by_step[step] = np.asarray(x) + 0  # a numpy copy on the host, kept per step
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_dict_of_host_copies():
+    keep_host_copy(len(_copies_by_step), jnp.arange(N, dtype=jnp.float32))

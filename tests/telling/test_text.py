@@ -234,3 +234,18 @@ def test_the_section_says_what_clearing_the_caches_freed():
 def test_the_forecast_names_a_target_capacity():
     s = Series("cpu:0 live arrays", "cpu:0", (0, 100 * MB, 200 * MB, 300 * MB), 17 * 10**9, "a v5e:2x2 chip's usable HBM")
     assert text.series_line(s).endswith("exhausted in ~167 more iterations (limit 17.0GB, a v5e:2x2 chip's usable HBM)")
+
+
+def test_a_host_leak_names_the_lines_a_traced_run_left_memory_at():
+    from pytest_tpumem.decisions.leak import HostSite
+    from pytest_tpumem.readings.frames import Frame
+
+    report = dataclasses.replace(
+        leak(MB, MB, MB, MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)),
+        host_sites=(HostSite(Frame("test_x.py", 41, ""), 16 * MB, 3), HostSite(None, 500_000, 9)),
+    )
+    assert report.message().splitlines()[2:] == [
+        "  left allocated on the host by one more run, traced with tracemalloc (Python and numpy allocations, not XLA's), by line:",
+        "       16.0MB  3 allocations  at test_x.py:41",
+        "      500.0kB  9 allocations  in a library (no line of the test's code in its stack)",
+    ]
