@@ -12,9 +12,10 @@ DEVICES = []
 class FakeAccelerator:
     device_kind = "fake accelerator"
 
-    def __init__(self, real, limit=None, unknown=False):
+    def __init__(self, real, limit=None, unknown=False, largest_free=None):
         self.real = real
         self.limit = limit
+        self.largest_free = largest_free  # what the allocator would report as its largest free block
         self.unknown = unknown  # report -1 as PJRT C API plugins do for unfilled fields
         self.extra = 0
         self.high_water = 0
@@ -38,12 +39,14 @@ class FakeAccelerator:
         stats = {"bytes_in_use": in_use, "peak_bytes_in_use": self.high_water, "num_allocs": 1}
         if self.limit is not None:
             stats["bytes_limit"] = self.limit
+        if self.largest_free is not None:
+            stats["largest_free_block_bytes"] = self.largest_free
         return stats
 
 
-def install(limit=None, unknown=False):
+def install(limit=None, unknown=False, largest_free=None):
     """Wrap every local device in a fake; returns them, for the ``pytest_tpumem_devices`` hook."""
     import jax
 
-    DEVICES[:] = [FakeAccelerator(d, limit, unknown) for d in jax.local_devices()]
+    DEVICES[:] = [FakeAccelerator(d, limit, unknown, largest_free) for d in jax.local_devices()]
     return list(DEVICES)

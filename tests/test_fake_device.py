@@ -10,7 +10,7 @@ CONFTEST = """
 import fakedevice
 
 def pytest_configure(config):
-    fakedevice.install(limit={limit}, unknown={unknown})
+    fakedevice.install(limit={limit}, unknown={unknown}, largest_free={largest_free})
 
 def pytest_tpumem_devices(config):
     return list(fakedevice.DEVICES)
@@ -22,8 +22,8 @@ def fake(pytester, monkeypatch):
     """A pytester whose runs (in a fresh process each: absolute figures) see fake accelerators."""
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
 
-    def setup(limit=None, unknown=False):
-        pytester.makeconftest(CONFTEST.format(limit=limit, unknown=unknown))
+    def setup(limit=None, unknown=False, largest_free=None):
+        pytester.makeconftest(CONFTEST.format(limit=limit, unknown=unknown, largest_free=largest_free))
         return pytester
 
     return setup
@@ -122,3 +122,24 @@ def test_minus_one_means_unknown_and_live_arrays_stand_in(fake):
     result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 * judged by body-end; live arrays stand in*"])
     result.stdout.fnmatch_lines(["tpumem: sources: live arrays, memory_stats (every field unknown (-1)), *; live arrays stand in*"])
     assert "bytes in use" not in result.stdout.str() and "-1B" not in result.stdout.str()
+
+
+def test_a_fragmented_device_is_said_next_to_the_peak(fake):
+    pytester = fake(limit=16 * 10**9, largest_free=10**9)
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("30MB")
+        def test_over():
+            x = jnp.ones((10_000_000,), jnp.float32)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "  cpu:0: start 0B, peak 40.0MB by * at the end free 16.0GB, largest free block 1.0GB "
+            "(fragmented: a larger allocation fails although the total would fit)"
+        ]
+    )

@@ -82,3 +82,23 @@ def test_out_of_memory_on_the_device_then_the_next_test_runs(pytester):
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"])
+
+
+def test_the_largest_free_block_is_reported_next_to_the_peak(pytester):
+    """Real twin of test_fake_device.py::test_a_fragmented_device_is_said_next_to_the_peak: where the
+    allocator reports largest_free_block_bytes, the section says it next to the free bytes."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if stats.get("largest_free_block_bytes", -1) < 0:
+        pytest.skip("this backend does not report largest_free_block_bytes")
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        def test_small():
+            jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpu:0: start *; at the end free *, largest free block *"])

@@ -39,6 +39,13 @@ class DevicePeak:
     witnesses: dict[str, int]
     limit: int | None
     stand_in: bool  # True where live arrays stand in for device memory (CPU)
+    free: int | None = None  # at the end: bytes_limit - bytes in use, where both are reported
+    largest_free: int | None = None  # at the end: the largest free block, where the allocator reports it
+
+    @property
+    def fragmented(self) -> bool:
+        """The largest free block is under half of what is free: a large allocation can fail with room to spare."""
+        return self.free is not None and self.largest_free is not None and self.largest_free * 2 < self.free
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,8 @@ class PeakTracker:
                 witnesses=witnesses,
                 limit=last.limit,
                 stand_in=first.in_use is None,
+                free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
+                largest_free=last.largest_free,
             )
         host_peak = host.host_peak() if self._host_reset else None
         uncounted = self.uncounted or ("unavailable" if self._executables is None else "")

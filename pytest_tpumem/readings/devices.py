@@ -26,6 +26,7 @@ class DeviceMemory:
     in_use: int | None = None
     peak: int | None = None
     limit: int | None = None
+    largest_free: int | None = None  # largest_free_block_bytes: the largest allocation that would fit now
 
     @property
     def used(self) -> int:
@@ -108,6 +109,7 @@ def read_devices(devices: Iterable[Any] | None = None) -> dict[str, DeviceMemory
             in_use=_stat(stats, "bytes_in_use"),
             peak=_stat(stats, "peak_bytes_in_use"),
             limit=_stat(stats, "bytes_limit"),
+            largest_free=_stat(stats, "largest_free_block_bytes"),
         )
     return out
 

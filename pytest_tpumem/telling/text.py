@@ -102,7 +102,13 @@ UNCOUNTED = {
 
 def peak_line(d: DevicePeak) -> str:
     seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
-    return f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
+    line = f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
+    if d.largest_free is not None:
+        free = f"free {format_size(d.free)}, " if d.free is not None else ""
+        line += f"; at the end {free}largest free block {format_size(d.largest_free)}"
+        if d.fragmented:
+            line += " (fragmented: a larger allocation fails although the total would fit)"
+    return line
 
 
 def budget_message(result: BudgetResult) -> str:

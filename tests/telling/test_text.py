@@ -249,3 +249,11 @@ def test_a_host_leak_names_the_lines_a_traced_run_left_memory_at():
         "       16.0MB  3 allocations  at test_x.py:41",
         "      500.0kB  9 allocations  in a library (no line of the test's code in its stack)",
     ]
+
+
+def test_free_memory_and_fragmentation_next_to_the_peak():
+    roomy = dataclasses.replace(device("gpu:0", 3 * 10**9, stand_in=False), free=10 * 10**9, largest_free=9 * 10**9)
+    split = dataclasses.replace(roomy, largest_free=10**9)
+    assert text.peak_line(roomy).endswith("; at the end free 10.0GB, largest free block 9.0GB")
+    assert text.peak_line(split).endswith("largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)")
+    assert "free" not in text.peak_line(device("cpu:0", 1))
