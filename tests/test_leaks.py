@@ -206,3 +206,21 @@ def test_with_a_tpu_target_the_forecast_uses_its_usable_hbm(pytester):
     result.stdout.fnmatch_lines(
         ["  cpu:0 live arrays: * -> *; exhausted in ~1?? more iterations (limit 16.9GB, a v5e:2x2 chip's usable HBM)"]
     )
+
+
+def test_a_long_leak_check_shows_its_progress_under_verbose(pytester):
+    pytester.makepyfile(
+        """
+        import time, pytest
+
+        @pytest.mark.leak_check(iterations=3)
+        def test_slow():
+            time.sleep(0.8)  # four runs: past the two seconds after which progress is shown
+        """
+    )
+    verbose = pytester.runpytest_subprocess("--tpumem", "-v")
+    verbose.assert_outcomes(passed=1)
+    verbose.stdout.fnmatch_lines(["test_slow.py::test_slow *[[]run 4/4[]] PASSED*"])
+    plain = pytester.runpytest_subprocess("--tpumem")
+    plain.assert_outcomes(passed=1)
+    assert "[run " not in plain.stdout.str()

@@ -303,6 +303,7 @@ def check_leaks(
     raise_on_leak: bool = False,
     devices: list[Any] | None = None,
     capacity: tuple[int, str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
     **kwargs: Any,
 ) -> LeakReport:
     """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
@@ -310,10 +311,11 @@ def check_leaks(
     After each run the result is waited for and dropped, garbage is collected and (by default)
     ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
     (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
-    of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). Keyword arguments named
-    like this function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``,
-    ``raise_on_leak``, ``devices``, ``capacity``) are taken here, not passed to ``fn``: give them
-    to ``fn`` with ``functools.partial``.
+    of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). ``progress(done,
+    total)`` is called after each run. Keyword arguments named like this function's own
+    (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``, ``devices``,
+    ``capacity``, ``progress``) are taken here, not passed to ``fn``: give them to ``fn`` with
+    ``functools.partial``.
     """
     validate(fn, iterations, warmup, clear_caches)
     threshold = parse_size(threshold, what="threshold")
@@ -329,10 +331,13 @@ def check_leaks(
     from ..readings import programs
     from ..readings.arrays import ArraySnapshot, describe
 
+    total = warmup + iterations
+    step = progress or (lambda done, total: None)
     try:
-        for _ in range(warmup):
+        for done in range(1, warmup + 1):
             _settle(fn(*args, **kwargs))
             _cleanup(clear_caches)
+            step(done, total)
         if warmup == 0:
             _cleanup(clear_caches)
         points = [_read(devices)]
@@ -340,7 +345,7 @@ def check_leaks(
         made: list[list[Any]] = []  # per iteration: the programs it compiled that are still held after it
         compiled: list[int] = []
         residue: dict[str, int] = {}
-        for _ in range(iterations):
+        for done in range(warmup + 1, total + 1):
             before = programs.executable_ids(devices)
             _settle(fn(*args, **kwargs))
             new = programs.compiled_since(devices, before)
@@ -351,6 +356,7 @@ def check_leaks(
             made.append([m for m in new if m.ident in held])
             for label, n in _residue(freed, points[-1]).items():
                 residue[label] = max(residue.get(label, 0), n)
+            step(done, total)
     finally:
         if frozen:
             gc.unfreeze()

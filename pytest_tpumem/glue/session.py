@@ -19,6 +19,7 @@ from .options import Settings
 from .plan import PLAN, TestPlan, plan_for
 
 _LEAK_REPORT = pytest.StashKey[Any]()
+PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
 
 
 def _expects(item: pytest.Item, error: BaseException) -> bool:
@@ -251,12 +252,33 @@ class TpuMem:
             clear_caches=opts.clear_caches,
             devices=self.devices(),
             capacity=self.capacity(plan.budget.target if plan.budget else None),
+            progress=self.progress(),
         )
         pyfuncitem.stash[_LEAK_REPORT] = report
         record(pyfuncitem, report.row)
         if report.leaking:
             raise LeakFailure(report)
         return True
+
+    def progress(self) -> Any:
+        """Under -v, a leak check that has run for a few seconds says how far it is on the test's
+        line ("[run 3/4]"), through the terminal reporter: it does not look hung. None otherwise
+        (and in pytest-xdist workers, which have no terminal)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if self.config.get_verbosity() < 1 or reporter is None or hasattr(self.config, "workerinput"):
+            return None
+        import time
+
+        began = time.monotonic()
+
+        def show(done: int, total: int) -> None:
+            if time.monotonic() - began < PROGRESS_AFTER_S:
+                return
+            with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+                reporter.write(text.progress(done, total), flush=True)
+
+        return show
 
     # --- the run ---------------------------------------------------------------------------------
 

@@ -384,6 +384,10 @@ def worker_backend_lines(backends: dict[str, dict[str, Any]]) -> list[str]:
     return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
 
 
+def progress(done: int, total: int) -> str:
+    return f"[run {done}/{total}] "
+
+
 def backend_failed(name: str, problem: str) -> str:
     return f"tpumem cannot measure {name}: the jax backend did not start: {problem}"
 
