@@ -6,4 +6,6 @@ LEAK_THRESHOLD = 100 * 10**6  # bytes of growth per iteration that make a leak
 CLEAR_CACHES = True  # leak check: jax.clear_caches() after every run
 TOP = 20  # rows in the summary
 SAMPLE_MS = 5.0  # interval of the bytes-in-use sampler
+TOP_BUFFERS = 5  # the largest buffers a budget failure lists
+UPCAST_MIN = 2**20  # a float32 array converted from bf16/f16 is named when at least this large
 SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (arguments + result) is not compiled

@@ -262,3 +262,58 @@ def test_a_leak_checked_budget_says_why_its_programs_are_not_counted(pytester):
     kept = _section(out, "test_kept")
     assert "not counted" not in kept and "compiled jit__lambda on cpu:0" in kept, kept
     assert "compiled programs: not counted (jax's caches were kept" in _section(out, "test_no_budget")
+
+
+GROUP_NORM = """
+import jax, jax.numpy as jnp, pytest
+
+
+def group_norm_f32(x):
+    xf = x.astype(jnp.float32)  # the silent upcast: a float32 copy of the whole activation
+    mean = xf.mean(axis=(1, 2), keepdims=True)
+    var = ((xf - mean) ** 2).mean(axis=(1, 2), keepdims=True)
+    return ((xf - mean) / jnp.sqrt(var + 1e-5)).astype(x.dtype)
+
+
+def group_norm_bf16(x):
+    mean = x.mean(axis=(1, 2), keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=(1, 2), keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+
+
+@pytest.mark.max_hbm("40MB")
+def test_group_norm_upcast():
+    x = jnp.ones((8, 64, 128, 128), jnp.bfloat16)  # 16.8 MB in bf16, 33.6 MB in f32
+    jax.jit(group_norm_f32)(x).block_until_ready()
+
+
+@pytest.mark.max_hbm("40MB")
+def test_group_norm_in_bf16():
+    x = jnp.ones((8, 64, 128, 128), jnp.bfloat16)
+    jax.jit(group_norm_bf16)(x).block_until_ready()
+"""
+
+
+def test_a_budget_failure_names_the_silent_upcast_first(pytester):
+    """Planted: a bf16 GroupNorm computed in float32 (x.astype(jnp.float32)). Its failure names the
+    astype line first. The twin computes in bf16: on CPU, XLA itself computes bf16 arithmetic in
+    float32 (its own conversions, with no jax operation behind them), so the twin needs as much
+    here and fails the same budget, but no line of its code is named as an upcast."""
+    path = pytester.makepyfile(test_gn=GROUP_NORM)
+    line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if "x.astype(jnp.float32)" in text)
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_group_norm_upcast _*",
+            "max_hbm: peak *MB on cpu:0 is over the budget of 40.0MB (max_hbm('40MB')), judged by compiled*",
+            "  cpu:0: *",
+            "  silent upcasts in the programs this test compiled (a float32 copy of a narrower value):",
+            f"       33.6MB  f32[[]8,64,128,128[]] from bf16 at test_gn.py:{line} (group_norm_f32): 16.8MB more than in bf16",
+            "  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):",
+            "*33.6MB  f32[[]8,64,128,128[]]  temporary from jit(group_norm_f32)/*",
+        ]
+    )
+    twin = result.stdout.str().split("_ test_group_norm_in_bf16 _")[1].split("Captured tpumem call")[0]
+    assert "largest arrays the programs this test compiled make" in twin
+    assert "silent upcast" not in twin

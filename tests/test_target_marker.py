@@ -392,3 +392,30 @@ def test_a_jax_without_the_capture_hook_fails_the_test_with_one_line(pytester):
     )
     out = result.stdout.str()
     assert "the body ran" not in out and "Traceback" not in out and "AttributeError" not in out
+
+
+@needs_libtpu
+def test_an_eager_operations_buffers_name_the_tests_line_not_tpumems(pytester):
+    """jnp.ones outside jit is traced inside jax, once for every caller; compiled for the target
+    (and on the CPU, inside tpumem's lowering hook), its buffer still names the test's line."""
+    path = pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("10MB", target="v5e")
+        def test_eager():
+            x = jnp.ones((1_000_000, 3))  # 12 MB here, 16 MB on v5e
+            x.block_until_ready()
+        """
+    )
+    line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if "jnp.ones((1_000_000, 3))" in text)
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*12.0MB  f32?1000000,3?  output from jit(broadcast_in_dim)/broadcast_in_dim * at test_an_eager*.py:{line} (test_eager)",
+            f"*16.0MB  f32?1000000,3?  output from jit(broadcast_in_dim)/broadcast_in_dim * at test_an_eager*.py:{line} (test_eager)",
+        ]
+    )
+    failure = result.stdout.str().split("= FAILURES =")[1].split("= tpumem =")[0]
+    assert "pytest_tpumem/" not in failure and "pluggy/" not in failure

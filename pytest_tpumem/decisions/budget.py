@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from .. import defaults
 
 from .peak import DevicePeak, PeakReport
 from .result import Told
@@ -27,6 +29,8 @@ class BudgetResult(Told):
 
     peak: PeakReport
     budget: Budget | None
+    buffers: tuple[Any, ...] = ()  # where it failed: the largest arrays its compiled programs make (readings.buffers.Buffer)
+    upcasts: tuple[Any, ...] = ()  # where it failed: float32 arrays converted from bf16/f16, the largest first
 
     @property
     def over(self) -> list[DevicePeak]:
@@ -38,6 +42,13 @@ class BudgetResult(Told):
     @property
     def failed(self) -> bool:
         return bool(self.over)
+
+    def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> "BudgetResult":
+        """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
+        programs make) and the silent upcasts among them, each upcast at least defaults.UPCAST_MIN bytes."""
+        ordered = sorted(buffers, key=lambda b: (-b.size, b.kind, b.instruction))
+        upcasts = [b for b in ordered if b.converted_from and b.size >= defaults.UPCAST_MIN]
+        return replace(self, buffers=tuple(ordered[:top]), upcasts=tuple(upcasts[:top]))
 
     @property
     def verdict(self) -> Verdict:

@@ -176,6 +176,12 @@ class PeakTracker:
         self._sampler: _Sampler | None = None
         self._grab: _FrameGrab | None = None
 
+    def program_buffers(self) -> tuple[Any, ...]:
+        """After stop(): what the programs compiled during the measurement materialize (their
+        optimized HLO read now; call it only where it is wanted, a failed budget), then let go of them."""
+        made, self._made = getattr(self, "_made", []), []
+        return program_readings.program_buffers(made)
+
     def start(self) -> PeakTracker:
         self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
         self._start = device_readings.read_devices(self.devices)
@@ -202,7 +208,8 @@ class PeakTracker:
             sampled = self._sampler.max
             self._sampler = None
         end = device_readings.read_devices(self.devices)
-        programs = program_readings.new_programs(self.devices, self._executables)
+        self._made = program_readings.new_executables(self.devices, self._executables)
+        programs = program_readings.new_programs(self.devices, self._executables, self._made)
         devices = {}
         for label, first in self._start.items():
             last = end.get(label, first)

@@ -36,6 +36,7 @@ class Buffer:
     instruction: str  # the HLO instruction that defines it
     op: str  # jax's name for the operation: "jit(step)/dot_general", or the argument's name
     source: str  # "test_model.py:42 (step)", where jax recorded one
+    converted_from: str = ""  # a float32 (or wider) value converted from this narrower float dtype: an upcast
 
     def describe(self) -> str:
         from ..telling.text import buffer_line
@@ -133,3 +134,60 @@ def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[B
         if name not in found or found[name].size < size:
             found[name] = Buffer(size, shape, kind, name, op, where)
     return tuple(sorted(found.values(), key=lambda b: (-b.size, b.kind, b.instruction))[:count])
+
+
+# --- the run's own programs: their optimized HLO ---------------------------------------------------
+
+_DTYPE_BYTES = {
+    "pred": 1, "s2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
+    "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+    "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+}
+_HLO = re.compile(r"^\s*(ROOT\s+)?%(\S+) = ([a-z0-9]+)\[([\d,]*)\]\S* ([a-z-]+)\((.*?)\)(.*)$")
+_NOT_A_BUFFER = {"get-tuple-element", "bitcast", "tuple", "constant", "after-all", "partition-id", "replica-id"}
+
+
+def hlo_buffers(module_text: str) -> tuple[Buffer, ...]:
+    """The arrays an optimized HLO module's entry computation materializes (its arguments, the
+    results of its fusions and other top-level instructions, its outputs), each with its size from
+    its shape, jax's op_name and source line. Sizes are per device, unpadded, and ignore that XLA
+    may reuse one temporary's memory for another: what the program makes, not a buffer assignment."""
+    frames = _frames(module_text)
+    lines = module_text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("ENTRY")), None)
+    if start is None:
+        return ()
+    out = []
+    dtypes: dict[str, str] = {}  # instruction -> its dtype, to tell what a conversion converted
+    for line in lines[start + 1:]:
+        if line.startswith("}"):
+            break
+        m = _HLO.match(line)
+        if m:
+            dtypes[m[2]] = m[3]
+        if not m or m[5] in _NOT_A_BUFFER or m[3] not in _DTYPE_BYTES:
+            continue
+        root, name, dtype, dims, opcode, operands, rest = m.groups()
+        size = _DTYPE_BYTES[dtype]
+        for d in filter(None, dims.split(",")):
+            size *= int(d)
+        op = _OP_NAME.search(rest)
+        frame = _FRAME.search(rest)
+        source = _SOURCE.search(rest)
+        where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
+        kind = f"argument {operands}" if opcode == "parameter" else ("output" if root else "temporary")
+        converted = ""
+        if dtype in _WIDE and (opcode == "convert" or (op and op[1].endswith("convert_element_type"))):
+            narrow = [dtypes.get(o.strip().lstrip("%")) for o in operands.split(",")]
+            converted = next((d for d in narrow if d in _NARROW), "")
+        out.append(Buffer(size, f"{dtype}[{dims}]", kind, name, op[1] if op else "", where, converted))
+    return tuple(out)
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of an HLO dtype ("bf16": 2); 0 where unknown."""
+    return _DTYPE_BYTES.get(dtype, 0)
+
+
+_NARROW = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
+_WIDE = ("f32", "f64")

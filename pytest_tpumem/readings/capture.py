@@ -43,6 +43,7 @@ class CapturedProgram:
     resident: int  # bytes of other arrays in use on the busiest device when it was lowered
     x64: bool  # jax_enable_x64 when it was traced; it is traced for the target under the same value
     ctx_mesh: Any = None  # the mesh in context (jax.set_mesh / use_mesh), if any
+    traceback: Any = None  # the stack when it was lowered: the source of its operations that record none
 
     @property
     def eager(self) -> bool:
@@ -141,7 +142,11 @@ class ProgramCapture:
     def __init__(self, devices: list[Any] | None = None) -> None:
         """Finds the hook point (jaxcompat.Unavailable where this jax has none); installs nothing
         yet. ``devices``: where the other arrays in use are read (default: every local device)."""
+        import os
+
         pjit, original = jaxcompat.lowering_entry()
+        # The hook's frame, and the compiles for a target, are tpumem's: never a program's source line.
+        jaxcompat.exclude_from_source_lines(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.programs: list[CapturedProgram] = []
         self.errors: list[str] = []  # recordings that failed; reported, never raised into the test
@@ -196,6 +201,7 @@ class ProgramCapture:
             resident=0,
             x64=bool(jax.config.read("jax_enable_x64")),
             ctx_mesh=bound.get("ctx_mesh"),
+            traceback=jaxcompat.current_traceback(),
         )
         # The same program lowered again (a leak check's next iteration, a loop over jit(lambda))
         # is recorded once; its structure, types and placements are what the target sees.

@@ -18,6 +18,7 @@ COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs c
 PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a TPU-target test lowers
 RETARGETING = "retargeting"  # jax._src.core.eval_jaxpr, AbstractMesh.update: a captured program on TPU devices
 BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized: read devices only once started
+SOURCE_LINES = "source lines"  # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
 
 
 class Unavailable(RuntimeError):
@@ -49,6 +50,11 @@ def _missing(feature: str) -> str | None:
 
             ok = callable(getattr(xla_bridge, "backends_are_initialized", None))
             need = "jax._src.xla_bridge.backends_are_initialized"
+        elif feature == SOURCE_LINES:
+            from jax._src import source_info_util
+
+            ok = all(callable(getattr(source_info_util, f, None)) for f in ("register_exclusion", "current"))
+            need = "jax._src.source_info_util.register_exclusion and current"
         else:
             raise ValueError(feature)
     except ImportError as e:
@@ -59,7 +65,7 @@ def _missing(feature: str) -> str | None:
 def unavailable() -> dict[str, str]:
     """The features the installed jax lacks, with the reason; {} where every one is there."""
     out = {}
-    for feature in (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE):
+    for feature in (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES):
         reason = _missing(feature)
         if reason is not None:
             out[feature] = reason
@@ -120,6 +126,41 @@ def install_lowering(module: Any, function: Callable[..., Any]) -> None:
 def committed(array: Any) -> bool:
     """Whether an array was placed on its device by the user (jax may not move it)."""
     return bool(getattr(array, "_committed", True))
+
+
+# --- source lines --------------------------------------------------------------------------------
+
+
+def exclude_from_source_lines(path: str) -> None:
+    """jax names the innermost frame of a program's stack that is not its own as the program's
+    source line; tpumem's frames (its lowering hook, its compiles for a target) are not the user's
+    either. Once per path; a no-op where this jax cannot."""
+    if _missing(SOURCE_LINES) is not None:
+        return
+    from jax._src import source_info_util
+
+    if path not in getattr(source_info_util, "_exclude_paths", ()):
+        source_info_util.register_exclusion(path)
+
+
+def current_traceback() -> Any:
+    """The stack jax would record for an operation made now (the user's call, while a test runs); None where unavailable."""
+    if _missing(SOURCE_LINES) is not None:
+        return None
+    from jax._src import source_info_util
+
+    return source_info_util.current().traceback
+
+
+def eqn_traceback(eqn: Any) -> Any:
+    return getattr(getattr(eqn, "source_info", None), "traceback", None)
+
+
+def with_traceback(eqn: Any, traceback: Any) -> Any:
+    """An equation with ``traceback`` as its source."""
+    if traceback is None:
+        return eqn
+    return eqn.replace(source_info=eqn.source_info.replace(traceback=traceback))
 
 
 # --- retargeting ---------------------------------------------------------------------------------

@@ -41,15 +41,33 @@ def executable_ids(devices: list[Any]) -> set[int] | None:
     return None if executables is None else {id(e) for e in executables}
 
 
-def new_programs(devices: list[Any], before: set[int] | None) -> list[CompiledProgram]:
-    """Programs the backend client holds now that it did not hold in ``before``."""
+def new_executables(devices: list[Any], before: set[int] | None) -> list[Any]:
+    """The executables the backend client holds now that it did not hold in ``before``."""
     if before is None:
         return []
-    executables = jaxcompat.live_executables(_client(devices)) or []
+    return [e for e in jaxcompat.live_executables(_client(devices)) or [] if id(e) not in before]
+
+
+def program_buffers(executables: list[Any]) -> tuple[Any, ...]:
+    """What each program's optimized HLO materializes (readings.buffers.hlo_buffers), all programs together."""
+    from .buffers import hlo_buffers
+
+    out: list[Any] = []
+    for exe in executables:
+        try:
+            for module in exe.hlo_modules():
+                out.extend(hlo_buffers(module.to_string()))
+        except Exception:
+            continue
+    return tuple(out)
+
+
+def new_programs(devices: list[Any], before: set[int] | None, executables: list[Any] | None = None) -> list[CompiledProgram]:
+    """Programs the backend client holds now that it did not hold in ``before`` (or ``executables``, found so already)."""
+    if executables is None:
+        executables = new_executables(devices, before)
     out = []
     for exe in executables:
-        if id(exe) in before:
-            continue
         try:
             stats = exe.get_compiled_memory_stats()
             peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0)

@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple
 
 from . import jaxcompat
 from .capture import CapturedProgram
+from .frames import user_frame
 
 
 class NotRetargetable(ValueError):
@@ -22,9 +23,10 @@ class NotRetargetable(ValueError):
 class DeviceMap:
     """Maps the run's devices (and meshes and shardings over them) onto the target's devices."""
 
-    def __init__(self, target_devices: tuple[Any, ...], topology: str):
+    def __init__(self, target_devices: tuple[Any, ...], topology: str, traceback: Any = None):
         self.target = target_devices
         self.topology = topology
+        self.traceback = traceback  # the source of equations that record none (an eager operation's)
         self.used: set[int] = set()  # indices of target devices the program was laid out on
         self._abstract_device: Any = None
 
@@ -105,6 +107,10 @@ class DeviceMap:
             ctx = self._context(eqn.ctx)
             if ctx is not eqn.ctx:
                 eqn, changed = eqn.replace(ctx=ctx), True
+            if self.traceback is not None and user_frame(jaxcompat.eqn_traceback(eqn)) is None:
+                # An eager operation's equation was traced inside jax, once for every caller: its
+                # source is where the test lowered it.
+                eqn, changed = jaxcompat.with_traceback(eqn, self.traceback), True
             eqns.append(eqn)
         return j.replace(eqns=eqns) if changed else j
 
@@ -144,7 +150,7 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
 
     import jax
 
-    moved = DeviceMap(target_devices, topology)
+    moved = DeviceMap(target_devices, topology, program.traceback)
     jaxpr = moved.jaxpr(program.jaxpr)
     inputs = [*program.consts, *zip(program.avals, program.shardings)]
     args = [_placed(aval, moved.placement(s)) for aval, s in inputs]

@@ -125,7 +125,23 @@ def budget_message(result: BudgetResult) -> str:
     if worst.stand_in:
         lines[0] += f"; {STAND_IN_NOTE}"
     lines += ["  " + peak_line(d) for d in over]
+    if result.upcasts:
+        lines.append("  silent upcasts in the programs this test compiled (a float32 copy of a narrower value):")
+        lines += ["    " + upcast_line(b) for b in result.upcasts]
+    if result.buffers:
+        lines.append("  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):")
+        lines += ["    " + buffer_line(b) for b in result.buffers]
     return "\n".join(lines)
+
+
+def upcast_line(b: Buffer) -> str:
+    """``134.2MB  f32[8,64,256,256] from bf16 at test_gn.py:3 (gn): 67.1MB more than in bf16``"""
+    from ..readings.buffers import dtype_bytes
+
+    wide, narrow = dtype_bytes(b.shape.split("[", 1)[0]), dtype_bytes(b.converted_from)
+    extra = b.size - b.size * narrow // wide if wide else 0
+    where = f" at {b.source}" if b.source else ""
+    return f"{format_size(b.size):>9}  {b.shape} from {b.converted_from}{where}: {format_size(extra)} more than in {b.converted_from}"
 
 
 def budget_section(result: BudgetResult) -> str:
