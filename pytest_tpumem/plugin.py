@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in markers.MARKERS:
         config.addinivalue_line("markers", markers.help_line(marker))
     try:
-        settings = options.resolve(config.getoption, config.getini)
+        settings = options.resolve(config.getoption, config.getini, str(config.invocation_params.dir))
     except options.SettingError as e:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
     config.stash[options.SETTINGS] = settings

@@ -166,6 +166,8 @@ class LeakReport(Told):
     cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
     # freed after a measured run, bytes per device that reports bytes in use (not CPU), and "host" for RSS
     clear_caches: bool = True
+    profiles: tuple[bytes, ...] = ()  # where asked for: jax's device-memory profiles after the warmup and after the last run
+    files: tuple[str, ...] = ()  # files written for this report (profiles, timeline), where a directory was given
 
     @property
     def leaking_series(self) -> tuple[Series, ...]:
@@ -304,6 +306,7 @@ def check_leaks(
     devices: list[Any] | None = None,
     capacity: tuple[int, str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    profile: bool = False,
     **kwargs: Any,
 ) -> LeakReport:
     """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
@@ -312,9 +315,10 @@ def check_leaks(
     ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
     (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
     of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). ``progress(done,
-    total)`` is called after each run. Keyword arguments named like this function's own
-    (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``, ``devices``,
-    ``capacity``, ``progress``) are taken here, not passed to ``fn``: give them to ``fn`` with
+    total)`` is called after each run. ``profile``: keep jax's device-memory profiles after the
+    warmup and after the last run (``LeakReport.profiles``). Keyword arguments named like this
+    function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``,
+    ``devices``, ``capacity``, ``progress``, ``profile``) are taken here, not passed to ``fn``: give them to ``fn`` with
     ``functools.partial``.
     """
     validate(fn, iterations, warmup, clear_caches)
@@ -341,6 +345,7 @@ def check_leaks(
         if warmup == 0:
             _cleanup(clear_caches)
         points = [_read(devices)]
+        first_profile = device_readings.memory_profile() if profile else None
         snapshot = ArraySnapshot()  # what is alive now is not the runs' doing
         made: list[list[Any]] = []  # per iteration: the programs it compiled that are still held after it
         compiled: list[int] = []
@@ -357,6 +362,7 @@ def check_leaks(
             for label, n in _residue(freed, points[-1]).items():
                 residue[label] = max(residue.get(label, 0), n)
             step(done, total)
+        last_profile = device_readings.memory_profile() if profile else None
     finally:
         if frozen:
             gc.unfreeze()
@@ -377,6 +383,7 @@ def check_leaks(
         kept_programs=() if clear_caches else kept_in_every_iteration(made),
         cache_residue=residue,
         clear_caches=clear_caches,
+        profiles=tuple(p for p in (first_profile, last_profile) if p is not None) if profile else (),
     )
     # What leaked, and where: only now that a leak was found, for it costs.
     if any(s.device != "host" for s in report.leaking_series):

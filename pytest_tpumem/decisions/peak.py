@@ -55,6 +55,7 @@ class PeakReport:
     devices: dict[str, DevicePeak]
     host_peak: int | None
     programs: tuple[CompiledProgram, ...] = field(default=())
+    profile: bytes | None = None  # jax's device-memory profile (gzipped pprof) at the body's end, where asked for
     uncounted: str = ""  # why programs compiled during the measurement were not counted (no "compiled" witness):
     # "caches kept", "leak check" or "unavailable" (telling.text.UNCOUNTED says it in words); "" where counted
 
@@ -159,16 +160,19 @@ class PeakTracker:
         sample_interval: float = defaults.SAMPLE_MS / 1000,
         body: Any = None,
         uncounted: str = "",
+        profile: bool = False,
     ):
         """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
         ``uncounted``: why the programs compiled during the measurement are not to be counted (the
         ``compiled`` witness), or "" to count them. Count them only where jax's caches were cleared
         at the start ("caches kept" otherwise: a program compiled earlier and run again would not
         be seen, and the peak would depend on what ran before), and where they stay alive until
-        the end ("leak check": a leak check clears the caches after every run)."""
+        the end ("leak check": a leak check clears the caches after every run). ``profile``: take
+        jax's device-memory profile at the body's end (while its locals are held), for a file."""
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
         self.uncounted = uncounted
+        self.profile = profile
         try:  # the test's own code, not a decorator's wrapper around it
             self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
         except ValueError:  # a wrapper cycle
@@ -198,11 +202,16 @@ class PeakTracker:
     def stop(self) -> PeakReport:
         sampled: dict[str, int] = {}
         body_end: dict[str, int] = {}
+        profile = None
         if self._grab is not None:
             if self._grab.frame is not None:
                 body_end = device_readings.read_used(self.devices)
+            if self.profile:
+                profile = device_readings.memory_profile()
             self._grab.release()
             self._grab = None
+        elif self.profile:
+            profile = device_readings.memory_profile()
         if self._sampler is not None:
             self._sampler.stop()
             sampled = self._sampler.max
@@ -237,4 +246,4 @@ class PeakTracker:
             )
         host_peak = host.host_peak() if self._host_reset else None
         uncounted = self.uncounted or ("unavailable" if self._executables is None else "")
-        return PeakReport(devices, host_peak, tuple(programs), uncounted)
+        return PeakReport(devices, host_peak, tuple(programs), profile, uncounted)

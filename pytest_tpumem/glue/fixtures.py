@@ -9,6 +9,7 @@ import pytest
 
 from .. import defaults
 from ..telling import text
+from ..telling.files import save_leak
 from .failures import LeakFailure, fail
 from .options import SETTINGS
 
@@ -19,6 +20,17 @@ def record(item: pytest.Item, row: dict[str, Any]) -> None:
         from ..telling.rows import PROPERTY
 
         item.user_properties.append((PROPERTY, row))
+
+
+def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:
+    """``result`` with the files ``save`` wrote for it, or with a note that they could not be written."""
+    import dataclasses
+
+    try:
+        files = save(result, directory, nodeid)
+    except OSError as e:
+        files = (text.files_not_written(directory, e),)
+    return dataclasses.replace(result, files=files)
 
 
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
@@ -46,6 +58,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         session = request.config.pluginmanager.get_plugin("tpumem-session")  # under --tpumem: the devices it reads
         devices = session.devices() if session is not None else None
         capacity = session.capacity() if session is not None else None
+        profile_dir = request.config.stash[SETTINGS].profile_dir
         report = check_leaks(
             call,
             iterations=iterations,
@@ -54,7 +67,10 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             clear_caches=clear_caches,
             devices=devices,
             capacity=capacity,
+            profile=profile_dir is not None,
         )
+        if report.leaking and profile_dir is not None:
+            report = with_files(report, save_leak, profile_dir, request.node.nodeid)
         record(request.node, report.row)
         if report.leaking:
             raise LeakFailure(report)

@@ -49,6 +49,13 @@ OPTIONS = (
         "choice:" + "|".join(RECOMPILE),
     ),
     (
+        "tpumem_profile_dir",
+        "--tpumem-profile-dir",
+        "where failing checks leave files: jax's device-memory profiles (pprof) of each failing leak check "
+        "(after the warmup and after the last run) and budget test, and a timeline of each failing leak check (SVG)",
+        "path",
+    ),
+    (
         "tpumem_no_libtpu",
         "--tpumem-no-libtpu",
         "what a test judged on a TPU target does where libtpu is not installed: fail (the default) or skip",
@@ -72,6 +79,7 @@ class Settings(NamedTuple):
     target: str | None = None  # a TPU topology, "v5e:2x2"
     recompile: str = RECOMPILE[0]
     no_libtpu: str = NO_LIBTPU[0]
+    profile_dir: str | None = None  # absolute
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
@@ -117,6 +125,11 @@ def _convert(value: Any, kind: str, where: str) -> Any:
             return parse_target(value, what=where).topology
         except TargetError as e:
             raise SettingError(str(e)) from None
+    if kind == "path":
+        text = str(value).strip()
+        if not text:
+            raise SettingError(f"{where}: give a directory")
+        return text
     if kind.startswith("choice:"):
         choices = kind.split(":", 1)[1].split("|")
         text = str(value).strip().lower()
@@ -142,8 +155,9 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
     return raw, where
 
 
-def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
-    """Build the frozen settings; raise SettingError naming the value and where it came from."""
+def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], base_dir: str = "") -> Settings:
+    """Build the frozen settings; raise SettingError naming the value and where it came from.
+    A relative directory is taken from ``base_dir`` (where pytest was invoked)."""
     values: dict[str, Any] = {}
     for name, flag, _help, kind in OPTIONS:
         raw, where = _raw(name, flag, kind, getoption, getini)
@@ -158,8 +172,15 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         target=values.get("tpumem_target"),
         recompile=values.get("tpumem_recompile", RECOMPILE[0]),
         no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
+        profile_dir=_absolute(values.get("tpumem_profile_dir"), base_dir),
         given=frozenset(values),
     )
+
+
+def _absolute(path: str | None, base_dir: str) -> str | None:
+    import os
+
+    return None if path is None else os.path.abspath(os.path.join(base_dir, os.path.expanduser(path)))
 
 
 def unused_when_off(settings: Settings) -> list[str]:

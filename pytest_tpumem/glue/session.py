@@ -14,7 +14,8 @@ import pytest
 
 from ..telling import text
 from .failures import LeakFailure, fail
-from .fixtures import record
+from ..telling.files import save_budget, save_leak
+from .fixtures import record, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, plan_for
 
@@ -154,7 +155,11 @@ class TpuMem:
             jax.clear_caches()  # every program the test runs is compiled (and seen) inside it
         body = getattr(item, "obj", None) if plan.leak is None else None
         tracker = PeakTracker(
-            self.devices(), sample_interval=self.settings.sample_interval, body=body, uncounted=plan.uncounted
+            self.devices(),
+            sample_interval=self.settings.sample_interval,
+            body=body,
+            uncounted=plan.uncounted,
+            profile=self.settings.profile_dir is not None,
         ).start()
         oom: BaseException | None = None
         outcome = "failed"
@@ -220,6 +225,8 @@ class TpuMem:
         budget = BudgetResult(peak, plan.budget)
         if budget.failed:  # why the peak is what it is: what the test's own programs make
             budget = budget.explained(tracker.program_buffers())
+            if self.settings.profile_dir is not None:
+                budget = with_files(budget, save_budget, self.settings.profile_dir, item.nodeid)
         results: list[Any] = [budget]
         if target is not None:
             results.append(target.result())
@@ -256,7 +263,10 @@ class TpuMem:
             devices=self.devices(),
             capacity=self.capacity(plan.budget.target if plan.budget else None),
             progress=self.progress(),
+            profile=self.settings.profile_dir is not None,
         )
+        if report.leaking and self.settings.profile_dir is not None:
+            report = with_files(report, save_leak, self.settings.profile_dir, pyfuncitem.nodeid)
         pyfuncitem.stash[_LEAK_REPORT] = report
         record(pyfuncitem, report.row)
         if report.leaking:

@@ -139,6 +139,18 @@ def read_in_use(devices: Iterable[Any]) -> dict[str, int]:
     return out
 
 
+def memory_profile() -> bytes | None:
+    """jax's device-memory profile now: gzipped pprof of every live array and executable, by the
+    stack that made it (jax.profiler.device_memory_profile; temporaries are not in it). None where
+    it cannot be taken."""
+    try:
+        import jax
+
+        return bytes(jax.profiler.device_memory_profile())
+    except Exception:
+        return None
+
+
 def reset_peak(device: Any) -> bool:
     """Reset the runtime high-water mark where the installed jax offers a way; False otherwise."""
     for name in ("reset_memory_stats", "clear_memory_stats"):

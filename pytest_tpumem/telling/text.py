@@ -7,6 +7,7 @@ parser that rejects them (units.py, targets.py, glue/options.py, glue/markers.py
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_delta, format_size
@@ -131,7 +132,27 @@ def budget_message(result: BudgetResult) -> str:
     if result.buffers:
         lines.append("  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):")
         lines += ["    " + buffer_line(b) for b in result.buffers]
+    lines += _files_lines(result.files)
     return "\n".join(lines)
+
+
+def _files_lines(files: tuple[str, ...]) -> list[str]:
+    """How to read what a failing check left: the pprof command for its profiles, and the rest."""
+    if not files:
+        return []
+    from ..readings.frames import short_path
+
+    files = tuple(short_path(f) if os.path.isabs(f) else f for f in files)
+    profiles = [f for f in files if f.endswith(".pb.gz")]
+    others = [f for f in files if not f.endswith(".pb.gz")]
+    lines = []
+    if len(profiles) == 2:
+        lines.append(f"  what grew, by the stack that made it: pprof -top --diff_base {profiles[0]} {profiles[1]}")
+    elif profiles:
+        lines.append(f"  what was held, by the stack that made it: pprof -top {profiles[0]}")
+    lines += [f"  timeline: {f}" for f in others if f.endswith(".svg")]
+    lines += [f"  {f}" for f in others if not f.endswith(".svg")]  # a note that the files could not be written
+    return lines
 
 
 def upcast_line(b: Buffer) -> str:
@@ -240,6 +261,7 @@ def leak_message(report: LeakReport) -> str:
         lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})")
         lines += ["  " + series_line(s) for s in report.leaking_series]
         lines += _leak_details(report)
+        lines += _files_lines(report.files)
     if report.cache_grows:
         n = len(report.kept_programs)
         lines.append(
@@ -248,7 +270,13 @@ def leak_message(report: LeakReport) -> str:
             "a jit made again on every call, a new static argument or a new shape each time"
         )
         lines += ["  " + kept_program_line(p) for p in report.kept_programs]
+        if not report.leaking_series:
+            lines += _files_lines(report.files)
     return "\n".join(lines)
+
+
+def files_not_written(directory: str, error: BaseException) -> str:
+    return f"(no files: writing to {directory} failed: {type(error).__name__}: {error})"
 
 
 def leak_section(report: LeakReport) -> str:

@@ -22,7 +22,7 @@ def device(name, peak, witness="body-end", start=0, stand_in=True, **witnesses):
 
 
 def peak_report(*devices, programs=(), uncounted=""):
-    return PeakReport({d.device: d for d in devices}, 300 * MB, tuple(programs), uncounted)
+    return PeakReport({d.device: d for d in devices}, 300 * MB, tuple(programs), uncounted=uncounted)
 
 
 def test_budget_message_names_the_worst_device_witness_and_budget():

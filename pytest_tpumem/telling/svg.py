@@ -1,0 +1,94 @@
+"""A leak check's timeline as a small SVG: the growth since the baseline after each run, one line per
+device series and one for the host (each from its own baseline, so a 300 MB host and a 16 MB device
+share one scale), and the threshold: where a leak at exactly the threshold would be. Plain SVG
+text, no plotting library."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from ..units import format_size
+
+if TYPE_CHECKING:
+    from ..decisions.leak import LeakReport
+
+WIDTH, HEIGHT = 760, 420
+LEFT, RIGHT, TOP, BOTTOM = 90, 250, 50, 60  # margins: the y labels left, the legend right
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+HOST_COLOR = "#7f7f7f"
+
+
+def _nice_step(span: float) -> float:
+    """A round step (1, 2 or 5 times a power of ten) for about five gridlines over ``span``."""
+    raw = max(span, 1.0) / 5
+    power = 10 ** (len(str(int(raw))) - 1)
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def leak_timeline(report: LeakReport, title: str) -> str:
+    """The SVG document for ``report``; ``title`` names the test."""
+    series = [s for s in report.series if s.device != "host"] + [s for s in report.series if s.device == "host"]
+    n = report.iterations
+    grown = {s.name: [v - s.values[0] for v in s.values] for s in series}
+    threshold_line = [report.threshold * k for k in range(n + 1)]
+    low = min([0, *(min(g) for g in grown.values())])
+    high = max([threshold_line[-1], *(max(g) for g in grown.values())])
+    step = _nice_step(high - low)
+    low = (low // step) * step
+    high = low + step * max(1, -(-(high - low) // step))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(k: int) -> float:
+        return LEFT + plot_w * k / max(n, 1)
+
+    def y(v: float) -> float:
+        return TOP + plot_h * (1 - (v - low) / (high - low))
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
+        f'{n} runs; threshold {escape(format_size(report.threshold))}/run</text>',
+    ]
+    v = low
+    while v <= high + step / 2:  # gridlines and y labels
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{escape(format_size(v))}</text>')
+        v += step
+    for k in range(n + 1):  # x ticks
+        label = "baseline" if k == 0 else f"run {k}"
+        out.append(f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{TOP + plot_h}" y2="{TOP + plot_h + 5}" stroke="#333"/>')
+        out.append(f'<text x="{x(k):.1f}" y="{TOP + plot_h + 20}" text-anchor="middle">{label}</text>')
+    out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#333"/>')
+    out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>')
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" text-anchor="middle">run of the checked code</text>')
+    out.append(
+        f'<text transform="translate(18,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
+    )
+    points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(threshold_line))
+    out.append(f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>')
+    legend = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
+    for i, s in enumerate(series):
+        color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
+        points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
+        width = 3 if s in report.leaking_series else 2
+        out.append(f'<polyline class="series" data-name="{escape(s.name)}" points="{points}" fill="none" stroke="{color}" stroke-width="{width}"/>')
+        out += [f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>' for k, val in enumerate(grown[s.name])]
+        verdict = "leaks" if s in report.leaking_series else "ok"
+        legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
+        legend.append((None, f"from {format_size(s.values[0])}", False))
+    ly = TOP + 10
+    for color, label, dashed in legend:
+        if color is None:  # a second line under the last entry, smaller
+            out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly - 4}" fill="#555" font-size="11">{escape(label)}</text>')
+            ly += 10
+            continue
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        out.append(f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
+        ly += 20
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
