@@ -205,12 +205,12 @@ class LeakReport(Told):
         """Largest judged growth per iteration among the series of ``device`` ("host" for RSS)."""
         return max((s.growth for s in self.series if s.device == device), default=0)
 
-    def message(self) -> str:  # a method, as the public API has always had it
-        """The failure text (what grew, by how much per iteration, on which device), or for a clean
-        check one line saying so."""
+    def message(self, verbosity: int = 0) -> str:  # a method, as the public API has always had it
+        """The failure text (what grew, by how much per iteration, on which device, and what leaked
+        where), or for a clean check one line saying so; ``verbosity`` as pytest's -q/-v."""
         from ..telling.text import leak_message
 
-        return leak_message(self)
+        return leak_message(self, verbosity)
 
 
 class LeakError(AssertionError):

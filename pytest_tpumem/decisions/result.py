@@ -21,6 +21,13 @@ class Told:
 
         return getattr(text, self._message)(self)
 
+    def message_at(self, verbosity: int) -> str:
+        """The failure text at pytest's verbosity: -q (below 0) shorter, -v (above 0) longer."""
+        from ..telling import text
+
+        fn = getattr(text, self._message)
+        return fn(self, verbosity) if "verbosity" in fn.__code__.co_varnames else fn(self)
+
     @property
     def section(self) -> str:
         """The long form, for the test's report section."""

@@ -15,8 +15,8 @@ def fail(message: str) -> NoReturn:
 class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """The failure a leak check raises; ``.report`` is the LeakReport."""
 
-    def __init__(self, report: Any):
-        super().__init__(report.message(), pytrace=False)
+    def __init__(self, report: Any, verbosity: int = 0):
+        super().__init__(report.message(verbosity), pytrace=False)
         self.report = report
 
 

@@ -73,7 +73,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             report = with_files(report, save_leak, profile_dir, request.node.nodeid)
         record(request.node, report.row)
         if report.leaking:
-            raise LeakFailure(report)
+            raise LeakFailure(report, request.config.get_verbosity())
         return report
 
     return leak_check

@@ -233,7 +233,7 @@ class TpuMem:
         leak = item.stash.get(_LEAK_REPORT, None)
         sections = [r.section for r in results] + ([leak.section] if leak is not None else [])
         failed = [r for r in results if r.failed]
-        message = "\n".join(r.message for r in failed)
+        message = "\n".join(r.message_at(self.config.get_verbosity()) for r in failed)
         if message and outcome == "failed":
             sections.insert(0, message)
         item.add_report_section("call", "tpumem", "\n".join(s for s in sections if s))
@@ -270,7 +270,7 @@ class TpuMem:
         pyfuncitem.stash[_LEAK_REPORT] = report
         record(pyfuncitem, report.row)
         if report.leaking:
-            raise LeakFailure(report)
+            raise LeakFailure(report, self.config.get_verbosity())
         return True
 
     def progress(self) -> Any:

@@ -112,8 +112,14 @@ def peak_line(d: DevicePeak) -> str:
     return line
 
 
-def budget_message(result: BudgetResult) -> str:
-    """Short failure text for a test over its budget on the run's devices."""
+def _shown(rows: tuple[Any, ...] | list[Any], verbosity: int) -> list[Any]:
+    """How many rows of a list a failure shows: one under -q, every one kept otherwise."""
+    return list(rows[:1]) if verbosity < 0 else list(rows)
+
+
+def budget_message(result: BudgetResult, verbosity: int = 0) -> str:
+    """Short failure text for a test over its budget on the run's devices: the devices over it and
+    why (the upcasts, the largest arrays); -q keeps the first of each, -v adds every device."""
     over = result.over
     if not over:
         return ""
@@ -125,13 +131,14 @@ def budget_message(result: BudgetResult) -> str:
     ]
     if worst.stand_in:
         lines[0] += f"; {STAND_IN_NOTE}"
-    lines += ["  " + peak_line(d) for d in over]
+    devices = list(result.peak.devices.values()) if verbosity > 0 else _shown(over, verbosity)
+    lines += ["  " + peak_line(d) for d in devices]
     if result.upcasts:
         lines.append("  silent upcasts in the programs this test compiled (a float32 copy of a narrower value):")
-        lines += ["    " + upcast_line(b) for b in result.upcasts]
-    if result.buffers:
+        lines += ["    " + upcast_line(b) for b in _shown(result.upcasts, verbosity)]
+    if result.buffers and (verbosity >= 0 or not result.upcasts):
         lines.append("  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):")
-        lines += ["    " + buffer_line(b) for b in result.buffers]
+        lines += ["    " + buffer_line(b) for b in _shown(result.buffers, verbosity)]
     lines += _files_lines(result.files)
     return "\n".join(lines)
 
@@ -228,24 +235,25 @@ def host_site_line(h: HostSite) -> str:
     return f"{format_size(h.nbytes):>9}  {_plural(h.allocations, 'allocation')}  {where}"
 
 
-def _leak_details(report: LeakReport) -> list[str]:
+def _leak_details(report: LeakReport, verbosity: int) -> list[str]:
     """What leaked and where: the arrays that survived on a device, or what grew on the host."""
     lines = []
     if report.sites:
         lines.append("  still alive after the last run, made after the warmup, by the line that made them:")
-        lines += ["    " + site_line(g) for g in report.sites]
+        lines += ["    " + site_line(g) for g in _shown(report.sites, verbosity)]
     if report.host_sites:
         lines.append(
             "  left allocated on the host by one more run, traced with tracemalloc (Python and numpy "
             "allocations, not XLA's), by line:"
         )
-        lines += ["    " + host_site_line(h) for h in report.host_sites]
+        lines += ["    " + host_site_line(h) for h in _shown(report.host_sites, verbosity)]
     return lines
 
 
-def leak_message(report: LeakReport) -> str:
+def leak_message(report: LeakReport, verbosity: int = 0) -> str:
     """What grew, by how much per iteration, on which device, and what leaked where; for a clean
-    check, one line saying so."""
+    check, one line saying so. -q keeps the first series and site, -v adds every series and what
+    the report section says of programs and caches."""
     head = report.worst
     over = f"over {_plural(report.iterations, 'iteration')}"
     threshold = f"threshold {format_size(report.threshold)}/iteration"
@@ -259,8 +267,11 @@ def leak_message(report: LeakReport) -> str:
     lines = []
     if report.leaking_series:
         lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})")
-        lines += ["  " + series_line(s) for s in report.leaking_series]
-        lines += _leak_details(report)
+        series = report.series if verbosity > 0 else _shown(report.leaking_series, verbosity)
+        lines += ["  " + series_line(s) for s in series]
+        lines += _leak_details(report, verbosity)
+        if verbosity > 0:
+            lines += ["  " + line for line in leak_section(report).splitlines()[len(report.series):]]
         lines += _files_lines(report.files)
     if report.cache_grows:
         n = len(report.kept_programs)

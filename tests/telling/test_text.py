@@ -257,3 +257,21 @@ def test_free_memory_and_fragmentation_next_to_the_peak():
     assert text.peak_line(roomy).endswith("; at the end free 10.0GB, largest free block 9.0GB")
     assert text.peak_line(split).endswith("largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)")
     assert "free" not in text.peak_line(device("cpu:0", 1))
+
+
+def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
+    from pytest_tpumem.decisions.leak import LeakSite
+    from pytest_tpumem.readings.frames import Frame
+
+    sites = tuple(LeakSite(Frame("t.py", n, "f"), 3, (10 - n) * 3 * MB, ("f32[1]",), ("cpu:0",), 3) for n in range(1, 4))
+    report = dataclasses.replace(
+        leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)), sites=sites, compiled=(2, 2, 2)
+    )
+    quiet, default, verbose = (report.message(v).splitlines() for v in (-1, 0, 1))
+    assert len(quiet) == 4 and quiet[-1].endswith("at t.py:1 in f")  # the first series, the first site
+    assert len(default) == 2 + 1 + 1 + 3  # head, two leaking series, the sites' header and three sites
+    assert "  programs compiled in each iteration: 2, 2, 2" in verbose and len(verbose) > len(default)
+    over = BudgetResult(
+        peak_report(device("cpu:0", 40 * MB), device("cpu:1", 1 * MB)), Budget(30 * MB, "s")
+    )
+    assert len(over.message_at(-1).splitlines()) == 2 and len(over.message_at(1).splitlines()) == 3  # -v: every device
