@@ -42,7 +42,7 @@ def planted(pytester):
 
 def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
     result = planted.runpytest("--tpumem", "test_leaky.py")
-    result.assert_outcomes(failed=len(LEAKS) + 1)
+    result.assert_outcomes(failed=len(LEAKS) + 2)
     for name, growth in LEAKS.items():
         result.stdout.fnmatch_lines([f"*_ {name} _*", f"leak_check: {growth} over 3 iterations (threshold 10.0MB/iteration)"])
     for name, (text, function) in SITES.items():
@@ -77,6 +77,15 @@ def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(plante
         ]
     )
     result.stdout.fnmatch_lines(["leak *compile cache grows*test_new_static_argument_every_call_grows_the_compile_cache"])
+    remade = planted.runpytest("--tpumem", "test_leaky.py", "-k", "made_again")
+    remade.assert_outcomes(failed=1)
+    line = _line_of(planted, "double(jnp.ones(8)).block_until_ready()")
+    remade.stdout.fnmatch_lines(
+        [
+            "leak_check: jax's compile cache grows: 1 program compiled anew and kept in every one of the 3 iterations*",
+            f"  jit__lambda compiled at test_leaky.py:{line} in test_jit_made_again_every_call_and_kept (1 per iteration)",
+        ]
+    )
 
 
 def test_clean_code_gets_no_site_list(planted):
@@ -90,7 +99,7 @@ def test_clean_code_gets_no_site_list(planted):
 def test_planted_leaks_fail_without_the_flag_only_where_the_fixture_asks(planted):
     """Without --tpumem the markers are inert; the fixture is an explicit request and still checks."""
     result = planted.runpytest("test_leaky.py")
-    result.assert_outcomes(passed=len(LEAKS), failed=1)
+    result.assert_outcomes(passed=len(LEAKS) + 1, failed=1)
     result.stdout.fnmatch_lines(["*_ test_fixture_metrics_dict_keeps_arrays _*", "leak_check: cpu:0 live arrays grew 16.0MB*"])
     assert "= tpumem =" not in result.stdout.str()
 

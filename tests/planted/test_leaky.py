@@ -131,3 +131,13 @@ def keep_host_copy(step, x):
 @pytest.mark.leak_check(iterations=3, threshold="10MB")
 def test_dict_of_host_copies():
     keep_host_copy(len(_copies_by_step), jnp.arange(N, dtype=jnp.float32))
+
+
+_jitted = []
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
+def test_jit_made_again_every_call_and_kept():
+    double = jax.jit(lambda v: v * 2)  # a new jit, and so a new program, on every call
+    _jitted.append(double)  # kept: its compiled program stays in jax's caches
+    double(jnp.ones(8)).block_until_ready()
