@@ -308,7 +308,7 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
             "*_ test_group_norm_upcast _*",
             "max_hbm: peak *MB on cpu:0 is over the budget of 40.0MB (max_hbm('40MB')), judged by compiled*",
             "  cpu:0: *",
-            "  silent upcasts in the programs this test compiled (a float32 copy of a narrower value):",
+            "  upcasts in the programs this test compiled (float32 copies of narrower values, made by its code):",
             f"       33.6MB  f32[[]8,64,128,128[]] from bf16 at test_gn.py:{line} (group_norm_f32): 16.8MB more than in bf16",
             "  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):",
             "*33.6MB  f32[[]8,64,128,128[]]  temporary from jit(group_norm_f32)/*",
@@ -316,4 +316,4 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
     )
     twin = result.stdout.str().split("_ test_group_norm_in_bf16 _")[1].split("Captured tpumem call")[0]
     assert "largest arrays the programs this test compiled make" in twin
-    assert "silent upcast" not in twin
+    assert "upcasts in the programs" not in twin

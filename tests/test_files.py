@@ -4,6 +4,11 @@ wire-format reader) and a well-formed SVG timeline, named from the test id and w
 import gzip
 import xml.etree.ElementTree as ET
 
+from pytest_tpumem.telling.files import stem
+
+LEAKS = stem("test_files.py::test_leaks")
+OVER = stem("test_files.py::test_over")
+
 LEAKY = """
 import jax.numpy as jnp, pytest
 kept = []
@@ -60,22 +65,22 @@ def test_failing_checks_leave_pprof_profiles_and_a_timeline(pytester):
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-profile-dir=out")
     result.assert_outcomes(failed=2, passed=1)
     out = pytester.path / "out"
-    first = "out/test_files.py--test_leaks.leak.after-warmup.pb.gz"
-    last = "out/test_files.py--test_leaks.leak.after-last-run.pb.gz"
+    first = f"out/{LEAKS}.leak.after-warmup.pb.gz"
+    last = f"out/{LEAKS}.leak.after-last-run.pb.gz"
     result.stdout.fnmatch_lines(
         [
             f"  what grew, by the stack that made it: pprof -top --diff_base {first} {last}",
-            "  timeline: out/test_files.py--test_leaks.leak.svg",
-            "  what was held, by the stack that made it: pprof -top out/test_files.py--test_over.budget.pb.gz",
+            f"  timeline: out/{LEAKS}.leak.svg",
+            f"  what was held, by the stack that made it: pprof -top out/{OVER}.budget.pb.gz",
         ]
     )
     assert sorted(p.name for p in out.iterdir()) == [
-        "test_files.py--test_leaks.leak.after-last-run.pb.gz",
-        "test_files.py--test_leaks.leak.after-warmup.pb.gz",
-        "test_files.py--test_leaks.leak.svg",
-        "test_files.py--test_over.budget.pb.gz",
+        f"{LEAKS}.leak.after-last-run.pb.gz",
+        f"{LEAKS}.leak.after-warmup.pb.gz",
+        f"{LEAKS}.leak.svg",
+        f"{OVER}.budget.pb.gz",
     ]  # the clean check leaves nothing, and no temporary file is left behind
-    for name in (first, last, "out/test_files.py--test_over.budget.pb.gz"):
+    for name in (first, last, f"out/{OVER}.budget.pb.gz"):
         profile = read_fields(gzip.decompress((pytester.path / name).read_bytes()))
         strings = [s.decode() for s in profile[6]]  # Profile.string_table
         sample_types = [read_fields(t) for t in profile[1]]  # ValueType{type, unit} as string indexes
@@ -115,7 +120,7 @@ def space(path):
 def test_the_timeline_has_a_line_per_device_and_the_host_and_the_threshold(pytester):
     pytester.makepyfile(test_files=LEAKY)
     pytester.runpytest_subprocess("--tpumem", "--tpumem-profile-dir=out", "-k", "test_leaks")
-    svg = ET.parse(pytester.path / "out" / "test_files.py--test_leaks.leak.svg").getroot()
+    svg = ET.parse(pytester.path / "out" / f"{LEAKS}.leak.svg").getroot()
     ns = "{http://www.w3.org/2000/svg}"
     names = [p.get("data-name") for p in svg.iter(f"{ns}polyline") if p.get("class") == "series"]
     assert names == ["cpu:0 live arrays", "cpu:1 live arrays", "host RSS"]
@@ -132,3 +137,11 @@ def test_a_directory_that_cannot_be_written_is_said_not_an_internal_error(pytest
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["  (no files: writing to */taken failed: *Error: *)"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_file_names_are_one_per_test_id():
+    ids = ["t.py::test_a[a b]", "t.py::test_a[a-b]", "t.py::test_a[a/b]", "t.py::test_a[a.b]", "t.py::test_" + "x" * 300 + "1",
+           "t.py::test_" + "x" * 300 + "2"]
+    names = [stem(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert names[0].startswith("t.py--test_a-a-b-") and all(len(n) <= 160 for n in names)

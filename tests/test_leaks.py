@@ -11,6 +11,7 @@ LEAKS = {
     "test_helper_method_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
     "test_generator_buffer_keeps_batches": "cpu:0 live arrays grew 16.0MB/iteration",
     "test_dict_of_host_copies": "host RSS grew 1?.?MB/iteration",
+    "test_history_leaks_beside_replaced_parameters": "cpu:0 live arrays grew 16.0MB/iteration",
 }
 # Where each host leak's memory is allocated: the line the traced run must name first.
 HOST_SITES = {
@@ -25,6 +26,9 @@ SITES = {
     "test_fixture_metrics_dict_keeps_arrays": ("out = jnp.ones((N,), jnp.float32) * 3", "test_fixture_metrics_dict_keeps_arrays.<locals>.step"),
     "test_helper_method_keeps_arrays": ("self.history.append(jnp.full((N,), float(step)))", "Recorder.remember"),
     "test_generator_buffer_keeps_batches": ("batch = jnp.ones((N,), jnp.float32) * 3", "batches"),
+    # The 64 MB parameters replaced every step are alive too, but made in one run: the 16 MB a step
+    # that piles up is named first.
+    "test_history_leaks_beside_replaced_parameters": ("self.history.append(jnp.ones((4000, 1000))", "Trainer.step"),
 }
 
 
@@ -51,7 +55,7 @@ def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
             [
                 f"*_ {name} _*",
                 "  still alive after the last run, made after the warmup, by the line that made them:",
-                f"*/iteration  ? arrays f32[[]4000000[]] on cpu:0  at test_leaky.py:{line} in {function}",
+                f"*/iteration  ? arrays f32[[]*[]] on cpu:0  at test_leaky.py:{line} in {function}",
             ]
         )
     for name, text in HOST_SITES.items():
@@ -90,7 +94,7 @@ def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(plante
 
 def test_clean_code_gets_no_site_list(planted):
     result = planted.runpytest("--tpumem", "-rA", "test_clean.py")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     out = result.stdout.str()
     assert "still alive after the last run" not in out and "compile cache grows" not in out
     assert "traced with tracemalloc" not in out
@@ -112,7 +116,7 @@ def test_clean_twins_pass_ten_runs_out_of_ten(planted):
     planted.makepyfile(**{f"test_clean_run{run}": source for run in range(10)})
     result = planted.runpytest_subprocess("--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)])
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=100)
+    result.assert_outcomes(passed=110)
 
 
 def test_fixture_returns_the_report_and_uses_the_session_threshold(pytester):
@@ -225,11 +229,40 @@ def test_a_long_leak_check_shows_its_progress_under_verbose(pytester):
         @pytest.mark.leak_check(iterations=3)
         def test_slow():
             time.sleep(0.8)  # four runs: past the two seconds after which progress is shown
+
+        def test_slow_fixture(leak_check):
+            leak_check(time.sleep, 0.8)
         """
     )
     verbose = pytester.runpytest_subprocess("--tpumem", "-v")
-    verbose.assert_outcomes(passed=1)
-    verbose.stdout.fnmatch_lines(["*::test_slow *[[]run 4/4[]] PASSED*"])
+    verbose.assert_outcomes(passed=2)
+    verbose.stdout.fnmatch_lines(["*::test_slow *[[]run 4/4[]] PASSED*", "*::test_slow_fixture *[[]run 4/4[]] PASSED*"])
     plain = pytester.runpytest_subprocess("--tpumem")
-    plain.assert_outcomes(passed=1)
+    plain.assert_outcomes(passed=2)
     assert "[run " not in plain.stdout.str()
+
+
+def test_a_host_leak_whose_code_cannot_run_again_keeps_its_verdict(pytester):
+    """The traced extra run that names host sites runs the code once more; code that cannot (a
+    stream run dry) keeps the leak it was found to have, and says why no lines are named."""
+    pytester.makepyfile(
+        """
+        import numpy as np, pytest
+        kept = []
+        stream = iter(range(4))  # the warmup and three runs: no fifth
+
+        @pytest.mark.leak_check(iterations=3, threshold="10MB")
+        def test_stream():
+            next(stream)
+            kept.append(np.ones(4_000_000, np.float32))
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "leak_check: host RSS grew 1?.?MB/iteration over 3 iterations*",
+            "  (one more run, traced with tracemalloc to name the lines, raised StopIteration: *the code could not run again)",
+            "leak *host RSS*test_stream",
+        ]
+    )

@@ -76,35 +76,44 @@ class LeakSite:
     shapes: tuple[str, ...]  # the distinct shapes, the most common first ("f32[4000000]")
     devices: tuple[str, ...]
     iterations: int
+    runs: int = 0  # in how many of the measured runs its surviving arrays were made
 
     @property
     def per_iteration(self) -> int:
         return self.nbytes // max(self.iterations, 1)
 
+    @property
+    def accumulates(self) -> bool:
+        """Arrays made in more than one run are still alive: they pile up. Arrays of one run only
+        are state the next run replaces (or a one-off), not growth."""
+        return self.runs > 1 or self.iterations == 1
 
-def leak_sites(arrays: list[Any], iterations: int, top: int = 5) -> tuple[LeakSite, ...]:
-    """The arrays (readings.arrays.ArrayInfo) grouped by the line that made them, the most bytes first."""
-    groups: dict[Any, list[Any]] = {}
-    for info in arrays:
+
+def leak_sites(arrays: list[tuple[Any, int]], iterations: int, top: int = 5) -> tuple[LeakSite, ...]:
+    """The arrays (readings.arrays.ArrayInfo, and the run that made each) grouped by the line that
+    made them: the sites whose arrays pile up first, then by bytes."""
+    groups: dict[Any, list[tuple[Any, int]]] = {}
+    for info, run in arrays:
         if info is not None:
-            groups.setdefault(info.site, []).append(info)
+            groups.setdefault(info.site, []).append((info, run))
     sites = []
-    for site, infos in groups.items():
+    for site, made in groups.items():
         shapes: dict[str, int] = {}
-        for i in infos:
+        for i, _ in made:
             shapes[i.shape] = shapes.get(i.shape, 0) + 1
-        devices = sorted({d for i in infos for d in i.devices})
+        devices = sorted({d for i, _ in made for d in i.devices})
         sites.append(
             LeakSite(
                 site,
-                len(infos),
-                sum(i.nbytes for i in infos),
+                len(made),
+                sum(i.nbytes for i, _ in made),
                 tuple(sorted(shapes, key=lambda k: -shapes[k])),
                 tuple(devices),
                 iterations,
+                len({run for _, run in made}),
             )
         )
-    return tuple(sorted(sites, key=lambda g: (-g.nbytes, str(g.site)))[:top])
+    return tuple(sorted(sites, key=lambda g: (not g.accumulates, -g.nbytes, str(g.site)))[:top])
 
 
 @dataclass(frozen=True)
@@ -132,11 +141,17 @@ class KeptProgram:
     per_iteration: int  # copies compiled and kept per iteration (the fewest of any iteration)
 
 
-def kept_in_every_iteration(runs: list[list[Any]]) -> tuple[KeptProgram, ...]:
-    """From the programs compiled and still held after each iteration (readings.programs.ProgramMade
-    per run), the (name, line) pairs that every iteration added: the compile cache grows."""
-    if not runs:
+def kept_in_every_iteration(
+    runs: list[list[Any]], before: dict[Any, int] | None = None, after: dict[Any, int] | None = None
+) -> tuple[KeptProgram, ...]:
+    """The programs (name, line) compiled in every iteration (readings.programs.ProgramMade per run)
+    whose line holds at least one more executable per iteration at the end than at the baseline
+    (``before``/``after``: executables held by line): jax's compile cache grows. A program compiled
+    again but replacing the last one (the cache stays the size it was) is not growth; neither is
+    anything seen in a single iteration."""
+    if len(runs) < 2:
         return ()
+    before, after = before or {}, after or {}
     counts = []
     for made in runs:
         c: dict[tuple[str, Any], int] = {}
@@ -144,8 +159,9 @@ def kept_in_every_iteration(runs: list[list[Any]]) -> tuple[KeptProgram, ...]:
             c[(m.name, m.site)] = c.get((m.name, m.site), 0) + 1
         counts.append(c)
     every = set(counts[0]).intersection(*counts[1:])
+    grown = {key for key in every if after.get(key[1], 0) - before.get(key[1], 0) >= len(runs)}
     return tuple(
-        KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(every, key=str)
+        KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(grown, key=str)
     )
 
 
@@ -163,6 +179,7 @@ class LeakReport(Told):
     compiled: tuple[int, ...] = ()  # programs compiled in each measured iteration
     kept_programs: tuple[KeptProgram, ...] = ()  # clear_caches=False: compiled anew and kept in every iteration
     host_sites: tuple[HostSite, ...] = ()  # where only the host leaked: what one more, traced run left, by line
+    host_trace_error: str = ""  # where that one more run raised: the code could not run again
     cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
     # freed after a measured run, bytes per device that reports bytes in use (not CPU), and "host" for RSS
     clear_caches: bool = True
@@ -266,10 +283,10 @@ def _residue(before: dict[str, int], point: dict[str, tuple[int, int | None]]) -
     return out
 
 
-def _read(devices: list[Any]) -> dict[str, tuple[int, int | None]]:
-    """One point for every series: name -> (bytes, limit)."""
+def _read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> dict[str, tuple[int, int | None]]:
+    """One point for every series: name -> (bytes, limit); ``visit`` sees every live array on the way."""
     point: dict[str, tuple[int, int | None]] = {}
-    for label, mem in device_readings.read_devices(devices).items():
+    for label, mem in device_readings.read_devices(devices, visit).items():
         point[f"{label} live arrays"] = (mem.live_bytes, mem.limit)
         if mem.in_use is not None:
             point[f"{label} bytes in use"] = (mem.in_use, mem.limit)
@@ -333,7 +350,7 @@ def check_leaks(
     if frozen:
         gc.freeze()
     from ..readings import programs
-    from ..readings.arrays import ArraySnapshot, describe
+    from ..readings.arrays import ArrayBirths, describe
 
     total = warmup + iterations
     step = progress or (lambda done, total: None)
@@ -346,19 +363,20 @@ def check_leaks(
             _cleanup(clear_caches)
         points = [_read(devices)]
         first_profile = device_readings.memory_profile() if profile else None
-        snapshot = ArraySnapshot()  # what is alive now is not the runs' doing
-        made: list[list[Any]] = []  # per iteration: the programs it compiled that are still held after it
+        births = ArrayBirths()  # what is alive now is not the runs' doing
+        made: list[list[Any]] = []  # per iteration: the programs it compiled
+        held_before = programs.held_by_site(devices) if not clear_caches else {}
         compiled: list[int] = []
         residue: dict[str, int] = {}
         for done in range(warmup + 1, total + 1):
-            before = programs.executable_ids(devices)
+            before = programs.held_now(devices)  # held through the run: no new program can take their ids
             _settle(fn(*args, **kwargs))
             new = programs.compiled_since(devices, before)
+            del before
             freed = _cleanup(clear_caches, devices)
-            points.append(_read(devices))
-            held = programs.executable_ids(devices) or set()
+            points.append(_read(devices, births.visitor(done - warmup)))
             compiled.append(len(new))
-            made.append([m for m in new if m.ident in held])
+            made.append(new)
             for label, n in _residue(freed, points[-1]).items():
                 residue[label] = max(residue.get(label, 0), n)
             step(done, total)
@@ -380,14 +398,14 @@ def check_leaks(
         threshold,
         tuple(series),
         compiled=tuple(compiled),
-        kept_programs=() if clear_caches else kept_in_every_iteration(made),
+        kept_programs=() if clear_caches else kept_in_every_iteration(made, held_before, programs.held_by_site(devices)),
         cache_residue=residue,
         clear_caches=clear_caches,
         profiles=tuple(p for p in (first_profile, last_profile) if p is not None) if profile else (),
     )
     # What leaked, and where: only now that a leak was found, for it costs.
     if any(s.device != "host" for s in report.leaking_series):
-        survivors = [describe(a) for a in snapshot.new_arrays()]
+        survivors = [(describe(a), run) for a, run in births.made_since_baseline()]
         report = replace(report, sites=leak_sites(survivors, iterations))
         del survivors
     elif report.leaking_series:  # the host alone grew: one more run, traced
@@ -396,7 +414,10 @@ def check_leaks(
             _settle(fn(*args, **kwargs))
             _cleanup(clear_caches)
 
-        report = replace(report, host_sites=host_sites(host.traced_growth(traced)))
+        try:
+            report = replace(report, host_sites=host_sites(host.traced_growth(traced)))
+        except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
+            report = replace(report, host_trace_error=f"{type(e).__name__}: {str(e).strip()[:200]}")
     if raise_on_leak and report.leaking:
         raise LeakError(report)
     return report

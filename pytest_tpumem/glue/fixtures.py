@@ -67,6 +67,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             clear_caches=clear_caches,
             devices=devices,
             capacity=capacity,
+            progress=session.progress() if session is not None else None,
             profile=profile_dir is not None,
         )
         if report.leaking and profile_dir is not None:

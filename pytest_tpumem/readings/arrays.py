@@ -11,24 +11,36 @@ from .devices import device_label, shard_bytes
 from .frames import Frame, user_frame
 
 
-class ArraySnapshot:
-    """Weak references to every live array of jax's default backend, taken now: holding them keeps
-    nothing alive, and an array made later is told apart even where it reuses a freed one's id."""
+class ArrayBirths:
+    """For every live array, the run of a leak check in which it was first seen alive (0: the
+    baseline). Weak references only, so nothing is kept alive, and an array made later is told
+    apart even where it reuses a freed one's id. Fed by the live-array walk every reading does."""
 
     def __init__(self) -> None:
         import jax
 
-        self._refs = {id(a): weakref.ref(a) for a in jax.live_arrays()}
+        self._seen: dict[int, tuple[Any, int]] = {id(a): (weakref.ref(a), 0) for a in jax.live_arrays()}
 
-    def new_arrays(self) -> list[Any]:
-        """The arrays alive now that were not alive when the snapshot was taken."""
+    def visitor(self, run: int) -> Any:
+        """A ``visit(array)`` for readings.devices.read_devices: arrays not seen before were made in ``run``."""
+        seen = self._seen
+
+        def visit(a: Any) -> None:
+            known = seen.get(id(a))
+            if known is None or known[0]() is not a:
+                seen[id(a)] = (weakref.ref(a), run)
+
+        return visit
+
+    def made_since_baseline(self) -> list[tuple[Any, int]]:
+        """The arrays alive now that were made after the baseline, with the run that made them."""
         import jax
 
         out = []
         for a in jax.live_arrays():
-            ref = self._refs.get(id(a))
-            if ref is None or ref() is not a:
-                out.append(a)
+            known = self._seen.get(id(a))
+            if known is not None and known[0]() is a and known[1] > 0:
+                out.append((a, known[1]))
         return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,15 @@ def shard_bytes(shape: Any, dtype: Any, sharding: Any) -> int:
     return math.prod(sharding.shard_shape(shape)) * dtype.itemsize
 
 
-def live_bytes_by_device() -> dict[str, int]:
-    """Bytes of the addressable shards of every live array, per device label."""
+def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str, int]:
+    """Bytes of the addressable shards of every live array, per device label; ``visit(array)`` is
+    called for each on the way (one walk serves both)."""
     import jax
 
     out: dict[str, int] = {}
     for arr in jax.live_arrays():
+        if visit is not None:
+            visit(arr)
         try:
             sharding = arr.sharding
             n = shard_bytes(arr.shape, arr.dtype, sharding)
@@ -95,10 +98,10 @@ def live_bytes_by_device() -> dict[str, int]:
     return out
 
 
-def read_devices(devices: Iterable[Any] | None = None) -> dict[str, DeviceMemory]:
-    """Read every source for every addressable device (or the ones given)."""
+def read_devices(devices: Iterable[Any] | None = None, visit: Callable[[Any], None] | None = None) -> dict[str, DeviceMemory]:
+    """Read every source for every addressable device (or the ones given); ``visit``: see live_bytes_by_device."""
     devices = local_devices() if devices is None else list(devices)
-    live = live_bytes_by_device()
+    live = live_bytes_by_device(visit)
     out = {}
     for dev in devices:
         label = device_label(dev)

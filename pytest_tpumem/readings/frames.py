@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 # Packages whose frames are never the user's: jax itself, the array and test machinery, the
-# libraries models are built with, and this plugin.
+# libraries models are built with, and this plugin (wherever they are installed). Anything else
+# installed in site-packages is a library too; the user's own code is what remains (the tests, and
+# a package of theirs installed in development mode).
 LIBRARIES = (
     "jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "scipy", "_pytest", "pytest", "pluggy",
     "pytest_tpumem", "optax", "flax", "chex", "equinox", "haiku", "orbax", "absl", "xdist", "execnet",
@@ -38,7 +40,16 @@ def _library_roots() -> tuple[str, ...]:
     import importlib.util
     import sysconfig
 
-    roots = {sysconfig.get_paths()["stdlib"]}
+    import site
+
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    try:
+        roots.update(site.getsitepackages())
+        roots.add(site.getusersitepackages())
+    except AttributeError:  # a virtualenv's old site.py
+        pass
+    roots = {os.path.realpath(r) for r in roots if r}
     for name in LIBRARIES:
         try:
             spec = importlib.util.find_spec(name)
@@ -53,6 +64,9 @@ def _library_roots() -> tuple[str, ...]:
 def is_user_file(path: str) -> bool:
     if not path or path.startswith("<"):  # <frozen ...>, <string>: no file to point at
         return False
+    base = os.path.basename(path)
+    if base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py":
+        return True  # a test module is the user's, even one installed with a library (optax's tests)
     real = os.path.realpath(path)
     return not any(real == root or real.startswith(root + os.sep) for root in _library_roots())
 

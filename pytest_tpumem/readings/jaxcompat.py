@@ -11,6 +11,7 @@ measured test has run, after the suite configured jax).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable
 
@@ -139,6 +140,7 @@ def exclude_from_source_lines(path: str) -> None:
         return
     from jax._src import source_info_util
 
+    path = path.rstrip(os.sep) + os.sep  # the package, not a sibling whose name starts the same
     if path not in getattr(source_info_util, "_exclude_paths", ()):
         source_info_util.register_exclusion(path)
 

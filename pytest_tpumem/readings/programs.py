@@ -90,25 +90,45 @@ def new_programs(devices: list[Any], before: set[int] | None, executables: list[
 class ProgramMade:
     """A program compiled during one run of a leak check: which, and the user's line that compiled it."""
 
-    ident: int  # id() of the executable, to tell later whether it is still held (no reference kept)
     name: str  # "jit_step"
     site: Any  # frames.Frame, or None
 
 
-def compiled_since(devices: list[Any], before: set[int] | None) -> list[ProgramMade]:
-    """The programs the client holds now and did not hold in ``before`` (None: this jax cannot list them)."""
+def held_now(devices: list[Any]) -> list[Any] | None:
+    """The executables the client holds now (strong references: while they are held, no new
+    executable can take one of their ids); None where this jax cannot list them."""
+    return jaxcompat.live_executables(_client(devices))
+
+
+def compiled_since(devices: list[Any], before: list[Any] | None) -> list[ProgramMade]:
+    """The programs the client holds now that were not in ``before`` (held_now() taken before the run)."""
     if before is None:
         return []
     from .frames import user_frame
 
+    known = {id(e) for e in before}
     out = []
     for exe in jaxcompat.live_executables(_client(devices)) or []:
-        if id(exe) in before:
+        if id(exe) in known:
             continue
         try:
             names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
             site = user_frame(getattr(exe, "traceback", None))
         except Exception:
             names, site = [], None
-        out.append(ProgramMade(id(exe), names[0] if names else "?", site))
+        out.append(ProgramMade(names[0] if names else "?", site))
+    return out
+
+
+def held_by_site(devices: list[Any]) -> dict[Any, int]:
+    """How many executables the client holds, by the user's line that compiled them (cheap: no HLO is read)."""
+    from .frames import user_frame
+
+    out: dict[Any, int] = {}
+    for exe in jaxcompat.live_executables(_client(devices)) or []:
+        try:
+            site = user_frame(getattr(exe, "traceback", None))
+        except Exception:
+            site = None
+        out[site] = out.get(site, 0) + 1
     return out

@@ -14,9 +14,14 @@ if TYPE_CHECKING:
 
 
 def stem(nodeid: str) -> str:
-    """A file name from a test id: ``tests/test_x.py::test_y[a-1]`` -> ``tests.test_x.py--test_y-a-1``."""
+    """A file name from a test id, readable and one per id:
+    ``tests/test_x.py::test_y[a b]`` -> ``tests.test_x.py--test_y-a-b-1c2d3e4f`` (a hash of the id
+    tells apart ids that read the same once cleaned, or cut short)."""
+    import hashlib
+
     name = nodeid.replace("::", "--").replace("/", ".").replace(os.sep, ".")
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:180] or "test"
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:150] or "test"
+    return f"{readable}-{hashlib.sha1(nodeid.encode()).hexdigest()[:8]}"
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -27,9 +32,7 @@ def write_atomic(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary file: mkstemp makes it private
+            os.fchmod(f.fileno(), 0o644)  # readable, as an artifact: mkstemp makes it private
         os.replace(tmp, path)
     except BaseException:
         try:

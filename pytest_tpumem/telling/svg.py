@@ -13,7 +13,7 @@ from ..units import format_size
 if TYPE_CHECKING:
     from ..decisions.leak import LeakReport
 
-WIDTH, HEIGHT = 760, 420
+WIDTH, HEIGHT = 760, 420  # the height grows with the legend (a host with many devices)
 LEFT, RIGHT, TOP, BOTTOM = 90, 250, 50, 60  # margins: the y labels left, the legend right
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 HOST_COLOR = "#7f7f7f"
@@ -37,7 +37,8 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     step = _nice_step(high - low)
     low = (low // step) * step
     high = low + step * max(1, -(-(high - low) // step))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    height = max(HEIGHT, TOP + 30 * (len(series) + 1) + BOTTOM)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, height - TOP - BOTTOM
 
     def x(k: int) -> float:
         return LEFT + plot_w * k / max(n, 1)
@@ -46,9 +47,9 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         return TOP + plot_h * (1 - (v - low) / (high - low))
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         'font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
         f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
         f'{n} runs; threshold {escape(format_size(report.threshold))}/run</text>',
@@ -64,7 +65,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         out.append(f'<text x="{x(k):.1f}" y="{TOP + plot_h + 20}" text-anchor="middle">{label}</text>')
     out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#333"/>')
     out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" text-anchor="middle">run of the checked code</text>')
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{height - 12}" text-anchor="middle">run of the checked code</text>')
     out.append(
         f'<text transform="translate(18,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
     )
@@ -73,9 +74,13 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     legend = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
     for i, s in enumerate(series):
         color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
+        style = "" if s.device == "host" or i < len(COLORS) else ' stroke-dasharray="2,2"'  # past 8 devices: dotted
         points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
         width = 3 if s in report.leaking_series else 2
-        out.append(f'<polyline class="series" data-name="{escape(s.name)}" points="{points}" fill="none" stroke="{color}" stroke-width="{width}"/>')
+        out.append(
+            f'<polyline class="series" data-name="{escape(s.name)}" points="{points}" fill="none" '
+            f'stroke="{color}" stroke-width="{width}"{style}/>'
+        )
         out += [f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>' for k, val in enumerate(grown[s.name])]
         verdict = "leaks" if s in report.leaking_series else "ok"
         legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))

@@ -134,7 +134,7 @@ def budget_message(result: BudgetResult, verbosity: int = 0) -> str:
     devices = list(result.peak.devices.values()) if verbosity > 0 else _shown(over, verbosity)
     lines += ["  " + peak_line(d) for d in devices]
     if result.upcasts:
-        lines.append("  silent upcasts in the programs this test compiled (a float32 copy of a narrower value):")
+        lines.append("  upcasts in the programs this test compiled (float32 copies of narrower values, made by its code):")
         lines += ["    " + upcast_line(b) for b in _shown(result.upcasts, verbosity)]
     if result.buffers and (verbosity >= 0 or not result.upcasts):
         lines.append("  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):")
@@ -222,7 +222,8 @@ def site_line(site: LeakSite) -> str:
     shapes = ", ".join(site.shapes[:2]) + (f" and {len(site.shapes) - 2} more shapes" if len(site.shapes) > 2 else "")
     where = f"at {site.site}" if site.site is not None else "made inside a library (no line of the test's code recorded)"
     devices = ", ".join(site.devices[:4]) + (" ..." if len(site.devices) > 4 else "")
-    return f"{format_size(site.per_iteration):>9}/iteration  {_plural(site.count, 'array')} {shapes} on {devices}  {where}"
+    rate = f"{format_size(site.per_iteration):>9}/iteration" if site.accumulates else f"{format_size(site.nbytes):>9} of one run"
+    return f"{rate}  {_plural(site.count, 'array')} {shapes} on {devices}  {where}"
 
 
 def kept_program_line(p: KeptProgram) -> str:
@@ -247,6 +248,11 @@ def _leak_details(report: LeakReport, verbosity: int) -> list[str]:
             "allocations, not XLA's), by line:"
         )
         lines += ["    " + host_site_line(h) for h in _shown(report.host_sites, verbosity)]
+    if report.host_trace_error:
+        lines.append(
+            "  (one more run, traced with tracemalloc to name the lines, raised "
+            f"{report.host_trace_error}: the code could not run again)"
+        )
     return lines
 
 

@@ -131,21 +131,31 @@ def test_survivors_are_grouped_by_the_line_that_made_them():
     from pytest_tpumem.readings.arrays import ArrayInfo
     from pytest_tpumem.readings.frames import Frame
 
-    a, b = Frame("t.py", 3, "f"), Frame("t.py", 9, "g")
-    infos = [ArrayInfo(4 * MB, ("cpu:0",), "f32[1000000]", a)] * 3 + [ArrayInfo(MB, ("cpu:1",), "s32[250000]", b)] * 6 + [None]
-    sites = leak_sites(infos, iterations=3)
-    assert [(s.site, s.count, s.nbytes, s.per_iteration) for s in sites] == [(a, 3, 12 * MB, 4 * MB), (b, 6, 6 * MB, 2 * MB)]
-    assert len(leak_sites(infos * 3, 3, top=1)) == 1
+    a, b, state = Frame("t.py", 3, "f"), Frame("t.py", 9, "g"), Frame("t.py", 12, "step")
+    made = [(ArrayInfo(4 * MB, ("cpu:0",), "f32[1000000]", a), run) for run in (1, 2, 3)]
+    made += [(ArrayInfo(MB, ("cpu:1",), "s32[250000]", b), run) for run in (1, 1, 2, 2, 3, 3)]
+    made += [(ArrayInfo(64 * MB, ("cpu:0",), "f32[4000,4000]", state), 3), (None, 2)]  # replaced every run: the last one
+    sites = leak_sites(made, iterations=3)
+    assert [(s.site, s.count, s.nbytes, s.per_iteration, s.runs) for s in sites] == [
+        (a, 3, 12 * MB, 4 * MB, 3),
+        (b, 6, 6 * MB, 2 * MB, 3),
+        (state, 1, 64 * MB, 64 * MB // 3, 1),  # the largest, but made in one run: last, and not as a rate
+    ]
+    assert [s.accumulates for s in sites] == [True, True, False]
+    assert len(leak_sites(made, 3, top=1)) == 1
 
 
 def test_only_programs_added_in_every_iteration_grow_the_cache():
     from pytest_tpumem.decisions.leak import kept_in_every_iteration
     from pytest_tpumem.readings.programs import ProgramMade
 
-    step, once = ProgramMade(1, "jit_step", "t.py:3"), ProgramMade(2, "jit_init", "t.py:1")
-    assert [(k.name, k.per_iteration) for k in kept_in_every_iteration([[step, once], [step, step], [step]])] == [("jit_step", 1)]
-    assert kept_in_every_iteration([[step], [], [step]]) == ()
-    assert kept_in_every_iteration([]) == ()
+    step, once = ProgramMade("jit_step", "t.py:3"), ProgramMade("jit_init", "t.py:1")
+    runs = [[step, once], [step, step], [step]]
+    grown = kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 5, "t.py:1": 1})
+    assert [(k.name, k.per_iteration) for k in grown] == [("jit_step", 1)]
+    assert kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 1}) == ()  # compiled again, but replacing the last
+    assert kept_in_every_iteration([[step], [], [step]], {}, {"t.py:3": 9}) == ()
+    assert kept_in_every_iteration([[step]], {}, {"t.py:3": 9}) == ()  # one iteration cannot show growth
 
 
 def test_check_leaks_names_the_line_of_a_planted_leak_without_pytest():

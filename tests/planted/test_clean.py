@@ -143,3 +143,22 @@ _totals_by_step = {}
 def test_dict_of_host_totals():
     x = np.asarray(jnp.arange(N, dtype=jnp.float32)) + 0
     _totals_by_step[len(_totals_by_step)] = float(x.sum())  # a float per step, not the copy
+
+
+class Trainer:
+    """Makes its jitted step again on every call, keeping only the newest: the cache stays one program."""
+
+    def __init__(self):
+        self.step = None
+
+    def run(self, x):
+        self.step = jax.jit(lambda v: v * 2)  # replaces the last one, and with it its compiled program
+        return self.step(x)
+
+
+_trainer = Trainer()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB", clear_caches=False)
+def test_jit_replaced_every_call_is_not_growth():
+    _trainer.run(jnp.ones(8)).block_until_ready()

@@ -141,3 +141,23 @@ def test_jit_made_again_every_call_and_kept():
     double = jax.jit(lambda v: v * 2)  # a new jit, and so a new program, on every call
     _jitted.append(double)  # kept: its compiled program stays in jax's caches
     double(jnp.ones(8)).block_until_ready()
+
+
+class Trainer:
+    """Its parameters are replaced every step (not a leak); its history keeps every step's output (the leak)."""
+
+    def __init__(self):
+        self.params = jnp.zeros((4000, 4000), jnp.float32)  # 64 MB, replaced each step
+        self.history = []
+
+    def step(self):
+        self.params = self.params + 1.0  # the new parameters replace the old: one alive at a time
+        self.history.append(jnp.ones((4000, 1000)) * self.params[0, 0])  # the leak: 16 MB kept per step
+
+
+_trainer = Trainer()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_history_leaks_beside_replaced_parameters():
+    _trainer.step()

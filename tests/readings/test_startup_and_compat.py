@@ -63,3 +63,14 @@ def test_starting_the_backend_through_the_plugin_prints_no_libtpu_noise():
 def test_this_jax_has_every_feature_the_plugin_uses():
     assert jaxcompat.unavailable() == {}
     assert jaxcompat.backends_started() in (True, False)
+
+
+def test_installed_libraries_are_not_the_users_code_but_their_tests_are():
+    import sysconfig
+
+    from pytest_tpumem.readings.frames import is_user_file
+
+    site = sysconfig.get_paths()["purelib"]
+    assert not is_user_file(f"{site}/some_library_nobody_listed/ops.py")
+    assert is_user_file(f"{site}/optax/_src/transform_test.py")  # a test module, even installed
+    assert is_user_file("/home/me/project/model.py") and not is_user_file("<string>")

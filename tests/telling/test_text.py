@@ -194,8 +194,8 @@ def test_a_device_leak_names_what_survived_and_where():
     from pytest_tpumem.decisions.leak import LeakSite
     from pytest_tpumem.readings.frames import Frame
 
-    site = LeakSite(Frame("test_x.py", 17, "Recorder.remember"), 3, 48 * MB, ("f32[4000000]",), ("cpu:0",), 3)
-    unknown = LeakSite(None, 6, 12 * MB, ("f32[1000]", "s32[7]", "bf16[2,2]"), ("cpu:0", "cpu:1"), 3)
+    site = LeakSite(Frame("test_x.py", 17, "Recorder.remember"), 3, 48 * MB, ("f32[4000000]",), ("cpu:0",), 3, runs=3)
+    unknown = LeakSite(None, 6, 12 * MB, ("f32[1000]", "s32[7]", "bf16[2,2]"), ("cpu:0", "cpu:1"), 3, runs=3)
     report = dataclasses.replace(leak(16 * MB, 32 * MB, 48 * MB, 64 * MB), sites=(site, unknown))
     lines = report.message().splitlines()
     assert lines[2:] == [
@@ -263,7 +263,7 @@ def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
     from pytest_tpumem.decisions.leak import LeakSite
     from pytest_tpumem.readings.frames import Frame
 
-    sites = tuple(LeakSite(Frame("t.py", n, "f"), 3, (10 - n) * 3 * MB, ("f32[1]",), ("cpu:0",), 3) for n in range(1, 4))
+    sites = tuple(LeakSite(Frame("t.py", n, "f"), 3, (10 - n) * 3 * MB, ("f32[1]",), ("cpu:0",), 3, runs=3) for n in range(1, 4))
     report = dataclasses.replace(
         leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)), sites=sites, compiled=(2, 2, 2)
     )
