@@ -218,7 +218,7 @@ class PeakTracker:
             self._sampler = None
         end = device_readings.read_devices(self.devices)
         self._made = program_readings.new_executables(self.devices, self._executables)
-        programs = program_readings.new_programs(self.devices, self._executables, self._made)
+        programs = program_readings.new_programs(self._made)
         devices = {}
         for label, first in self._start.items():
             last = end.get(label, first)

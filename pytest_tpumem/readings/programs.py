@@ -62,10 +62,14 @@ def program_buffers(executables: list[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def new_programs(devices: list[Any], before: set[int] | None, executables: list[Any] | None = None) -> list[CompiledProgram]:
-    """Programs the backend client holds now that it did not hold in ``before`` (or ``executables``, found so already)."""
-    if executables is None:
-        executables = new_executables(devices, before)
+def _name(exe: Any) -> str:
+    """The program's name, as its HLO module is named ("jit_step"); "?" where it cannot be read."""
+    names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
+    return names[0] if names else "?"
+
+
+def new_programs(executables: list[Any]) -> list[CompiledProgram]:
+    """What XLA says each of ``executables`` (new_executables()) needs per device."""
     out = []
     for exe in executables:
         try:
@@ -78,11 +82,11 @@ def new_programs(devices: list[Any], before: set[int] | None, executables: list[
             if peak <= 0 or exe.client.platform == "cpu":
                 # XLA's CPU peak leaves temporaries out (it is arguments + outputs there): count them.
                 peak = max(peak, args + outputs + temps - alias)
-            names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
+            name = _name(exe)
             devs = tuple(device_label(d) for d in exe.local_devices())
         except Exception:
             continue
-        out.append(CompiledProgram(names[0] if names else "?", devs, peak, args, outputs, temps))
+        out.append(CompiledProgram(name, devs, peak, args, outputs, temps))
     return out
 
 
@@ -106,17 +110,12 @@ def compiled_since(devices: list[Any], before: list[Any] | None) -> list[Program
         return []
     from .frames import user_frame
 
-    known = {id(e) for e in before}
     out = []
-    for exe in jaxcompat.live_executables(_client(devices)) or []:
-        if id(exe) in known:
-            continue
+    for exe in new_executables(devices, {id(e) for e in before}):
         try:
-            names = [m.name for m in exe.hlo_modules()] if hasattr(exe, "hlo_modules") else []
-            site = user_frame(getattr(exe, "traceback", None))
+            out.append(ProgramMade(_name(exe), user_frame(getattr(exe, "traceback", None))))
         except Exception:
-            names, site = [], None
-        out.append(ProgramMade(names[0] if names else "?", site))
+            out.append(ProgramMade("?", None))
     return out
 
 
