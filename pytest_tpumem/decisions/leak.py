@@ -361,9 +361,9 @@ def check_leaks(
             step(done, total)
         if warmup == 0:
             _cleanup(clear_caches)
-        points = [_read(devices)]
+        births = ArrayBirths()
+        points = [_read(devices, births.visitor(0))]  # what is alive now is not the runs' doing
         first_profile = device_readings.memory_profile() if profile else None
-        births = ArrayBirths()  # what is alive now is not the runs' doing
         made: list[list[Any]] = []  # per iteration: the programs it compiled
         held_before = programs.held_by_site(devices) if not clear_caches else {}
         compiled: list[int] = []

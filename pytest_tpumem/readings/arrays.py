@@ -14,12 +14,11 @@ from .frames import Frame, user_frame
 class ArrayBirths:
     """For every live array, the run of a leak check in which it was first seen alive (0: the
     baseline). Weak references only, so nothing is kept alive, and an array made later is told
-    apart even where it reuses a freed one's id. Fed by the live-array walk every reading does."""
+    apart even where it reuses a freed one's id. Fed by the live-array walk every reading does,
+    the baseline's included."""
 
     def __init__(self) -> None:
-        import jax
-
-        self._seen: dict[int, tuple[Any, int]] = {id(a): (weakref.ref(a), 0) for a in jax.live_arrays()}
+        self._seen: dict[int, tuple[Any, int]] = {}
 
     def visitor(self, run: int) -> Any:
         """A ``visit(array)`` for readings.devices.read_devices: arrays not seen before were made in ``run``."""
