@@ -33,6 +33,28 @@ def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str
     return dataclasses.replace(result, files=files)
 
 
+def run_leak_check(item: pytest.Item, call: Callable[[], Any], target: Any = None, **options: Any) -> Any:
+    """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
+    progress of the active session (where --tpumem is on), files where a directory is given, and
+    the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
+    from ..decisions.leak import check_leaks
+
+    session = item.config.pluginmanager.get_plugin("tpumem-session")
+    profile_dir = item.config.stash[SETTINGS].profile_dir
+    report = check_leaks(
+        call,
+        devices=session.devices() if session is not None else None,
+        capacity=session.capacity(target) if session is not None else None,
+        progress=session.progress() if session is not None else None,
+        profile=profile_dir is not None,
+        **options,
+    )
+    if report.leaking and profile_dir is not None:
+        report = with_files(report, save_leak, profile_dir, item.nodeid)
+    record(item, report.row)
+    return report
+
+
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     default = request.config.stash[SETTINGS].leak_threshold
 
@@ -45,7 +67,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         clear_caches: bool = defaults.CLEAR_CACHES,
         **kwargs: Any,
     ) -> Any:
-        from ..decisions.leak import check_leaks, validate
+        from ..decisions.leak import validate
         from ..units import SizeError, parse_size
 
         try:
@@ -55,24 +77,9 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             fail(text.fixture_error("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
-        session = request.config.pluginmanager.get_plugin("tpumem-session")  # under --tpumem: the devices it reads
-        devices = session.devices() if session is not None else None
-        capacity = session.capacity() if session is not None else None
-        profile_dir = request.config.stash[SETTINGS].profile_dir
-        report = check_leaks(
-            call,
-            iterations=iterations,
-            warmup=warmup,
-            threshold=limit,
-            clear_caches=clear_caches,
-            devices=devices,
-            capacity=capacity,
-            progress=session.progress() if session is not None else None,
-            profile=profile_dir is not None,
+        report = run_leak_check(
+            request.node, call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches
         )
-        if report.leaking and profile_dir is not None:
-            report = with_files(report, save_leak, profile_dir, request.node.nodeid)
-        record(request.node, report.row)
         if report.leaking:
             raise LeakFailure(report, request.config.get_verbosity())
         return report

@@ -14,8 +14,8 @@ import pytest
 
 from ..telling import text
 from .failures import LeakFailure, fail
-from ..telling.files import save_budget, save_leak
-from .fixtures import record, with_files
+from ..telling.files import save_budget
+from .fixtures import record, run_leak_check, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, plan_for
 
@@ -247,28 +247,21 @@ class TpuMem:
         plan = pyfuncitem.stash.get(PLAN, None)
         if plan is None or plan.leak is None:
             return None
-        from ..decisions.leak import check_leaks
-
         fn = pyfuncitem.obj
         if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
             fail(text.cannot_rerun(pyfuncitem.name, "async"))
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
         opts = plan.leak
-        report = check_leaks(
+        report = run_leak_check(
+            pyfuncitem,
             functools.partial(fn, **kwargs),  # fixtures named like check_leaks' options stay the test's
+            target=plan.budget.target if plan.budget else None,
             iterations=opts.iterations,
             warmup=opts.warmup,
             threshold=opts.threshold,
             clear_caches=opts.clear_caches,
-            devices=self.devices(),
-            capacity=self.capacity(plan.budget.target if plan.budget else None),
-            progress=self.progress(),
-            profile=self.settings.profile_dir is not None,
         )
-        if report.leaking and self.settings.profile_dir is not None:
-            report = with_files(report, save_leak, self.settings.profile_dir, pyfuncitem.nodeid)
         pyfuncitem.stash[_LEAK_REPORT] = report
-        record(pyfuncitem, report.row)
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
         return True
