@@ -45,8 +45,9 @@ class OomResult(Told):
 
     @classmethod
     def of(cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None) -> "OomResult":
-        text = str(error).strip()
-        return cls(text.splitlines()[0][:300] if text else type(error).__name__, during, limit, peak)
+        from ..telling.text import first_line
+
+        return cls(first_line(error), during, limit, peak)
 
     failed = True
     verdict = Verdict.OOM

@@ -57,7 +57,9 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
         except NotRetargetable as e:
             reason = str(e)
         except Exception as e:
-            reason = f"{type(e).__name__}: {(str(e).strip().splitlines() or [type(e).__name__])[0][:300]}"
+            from ..telling.text import first_line
+
+            reason = f"{type(e).__name__}: {first_line(e)}"
         else:
             out.append(ProgramJudgement(program.name, program.source, program.resident, estimate))
             continue

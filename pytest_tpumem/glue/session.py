@@ -80,7 +80,7 @@ class TpuMem:
             try:
                 self._backend = backend_summary(self.devices())
             except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
-                self._backend = {"error": (str(e).strip().splitlines() or [type(e).__name__])[0][:200]}
+                self._backend = {"error": text.first_line(e, 200)}
         return self._backend
 
     def pytest_report_header(self) -> list[str]:

@@ -227,8 +227,9 @@ def topology_devices(topology: str) -> tuple[Any, ...]:
         with libtpu_startup_filtered():
             return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
     except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise TopologyError(f"libtpu cannot lay out the topology {topology}: {first}") from None
+        from ..telling.text import first_line
+
+        raise TopologyError(f"libtpu cannot lay out the topology {topology}: {first_line(e)}") from None
 
 
 def _named_arguments(estimate: HbmEstimate, program: Any) -> HbmEstimate:

@@ -28,6 +28,11 @@ STAND_IN_NOTE = (
 )
 
 
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message (its type's name where it has none), cut at ``limit``."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
