@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
@@ -51,6 +51,34 @@ def timed_run(cmd: Sequence[str], cwd: str | None = None, env: dict | None = Non
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return wall, cpu, proc
+
+
+def alternate_rounds(
+    cmd: dict[str, Sequence[str]],
+    rounds: int,
+    check: Callable[[str, subprocess.CompletedProcess], None],
+    cwd: str | None = None,
+    env: dict | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Run every variant once a round, the order rotated each round so none always runs first;
+    ``check(name, result)`` stops the benchmark on a bad run. Wall and CPU seconds per variant."""
+    names = list(cmd)
+    wall: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    width = max(map(len, names))
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t, c, proc = timed_run(cmd[name], cwd=cwd, env=env)
+            check(name, proc)
+            wall[name].append(t)
+            cpu[name].append(c)
+            print(f"  round {r + 1} {name:{width}s} wall {t:6.2f} s  cpu {c:6.2f} s", flush=True)
+    return wall, cpu
+
+
+def per_round(values: Sequence[float], base: Sequence[float]) -> list[float]:
+    """Each round's value over the baseline's of the same round."""
+    return [a / b for a, b in zip(values, base)]
 
 
 def load_average() -> str:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import base_env, load_average, spread, table, timed_run  # noqa: E402
+from _util import alternate_rounds, base_env, load_average, per_round, spread, table, timed_run  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A third of optax's test files (206 tests, ~22 s plain here); alias_test.py alone takes minutes.
@@ -122,22 +122,16 @@ def main() -> None:
         n = int(m.group(1))
         print(f"suite: {n} tests in {len(files)} files of {src}; {args.rounds} rounds, order rotated each round")
         print(f"({load_average()} before)")
-        wall: dict[str, list[float]] = {k: [] for k in names}
-        cpu: dict[str, list[float]] = {k: [] for k in names}
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                t, c, proc = timed_run(cmd[name], cwd=workdir, env=env)
-                passed = re.search(r"(\d+) passed", proc.stdout)
-                if proc.returncode != 0 or not passed or int(passed.group(1)) != n:
-                    sys.exit(f"{name} run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-                wall[name].append(t)
-                cpu[name].append(c)
-                print(f"  round {r + 1} {name:10s} wall {t:6.2f} s  cpu {c:6.2f} s", flush=True)
+        def check(name: str, proc: subprocess.CompletedProcess) -> None:
+            passed = re.search(r"(\d+) passed", proc.stdout)
+            if proc.returncode != 0 or not passed or int(passed.group(1)) != n:
+                sys.exit(f"{name} run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+        wall, cpu = alternate_rounds(cmd, args.rounds, check, cwd=workdir, env=env)
         rows = []
         for name in names:
-            rw = [a / b for a, b in zip(wall[name], wall["plain"])]
-            rc = [a / b for a, b in zip(cpu[name], cpu["plain"])]
+            rw = per_round(wall[name], wall["plain"])
+            rc = per_round(cpu[name], cpu["plain"])
             per_test = [(a - b) / n * 1000 for a, b in zip(wall[name], wall["plain"])]
             rows.append([name, f"{statistics.median(wall[name]):.2f}", spread(rw), spread(rc), f"{statistics.median(per_test):+.1f}"])
         print()

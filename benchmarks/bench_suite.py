@@ -24,11 +24,12 @@ import argparse
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import PY, base_env, load_average, machine, spread, table, timed_run  # noqa: E402
+from _util import PY, alternate_rounds, base_env, load_average, machine, per_round, spread, table, timed_run  # noqa: E402
 
 OPS = [
     "jnp.sin(x) * 2.0 + {k}",
@@ -147,26 +148,20 @@ def main() -> None:
         cmd = {name: [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra] for name, extra in variants.items()}
         # One unmeasured run of the base suite: file-system caches.
         timed_run(cmd["base"], cwd=suite, env=env)
-        wall: dict[str, list[float]] = {k: [] for k in variants}
-        cpu: dict[str, list[float]] = {k: [] for k in variants}
+        def check(name: str, proc: subprocess.CompletedProcess) -> None:
+            m = re.search(r"(\d+) passed", proc.stdout)
+            if proc.returncode != 0 or not m or int(m.group(1)) != n:
+                sys.exit(f"{name} run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            measured = re.search(r"(\d+) measured", proc.stdout)
+            if name.startswith("budget") and (not measured or int(measured.group(1)) != n):
+                sys.exit(f"{name}: the tpumem summary does not say {n} measured:\n{proc.stdout[-2000:]}")
+
+        wall, cpu = alternate_rounds(cmd, args.rounds, check, cwd=suite, env=env)
         names = list(variants)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                t, c, proc = timed_run(cmd[name], cwd=suite, env=env)
-                m = re.search(r"(\d+) passed", proc.stdout)
-                if proc.returncode != 0 or not m or int(m.group(1)) != n:
-                    sys.exit(f"{name} run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-                measured = re.search(r"(\d+) measured", proc.stdout)
-                if name.startswith("budget") and (not measured or int(measured.group(1)) != n):
-                    sys.exit(f"{name}: the tpumem summary does not say {n} measured:\n{proc.stdout[-2000:]}")
-                wall[name].append(t)
-                cpu[name].append(c)
-                print(f"  round {r + 1} {name:16s} wall {t:6.2f} s  cpu {c:6.2f} s", flush=True)
         rows = []
         for name in names:
-            rw = [a / b for a, b in zip(wall[name], wall["base"])]
-            rc = [a / b for a, b in zip(cpu[name], cpu["base"])]
+            rw = per_round(wall[name], wall["base"])
+            rc = per_round(cpu[name], cpu["base"])
             per_test = [(a - b) / n * 1000 for a, b in zip(wall[name], wall["base"])]
             rows.append([
                 name,
