@@ -27,28 +27,28 @@ def test_clean():
 """
 
 
+def varint(data, i):
+    """The base-128 varint at ``data[i]``, and where the next field starts."""
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
 def read_fields(data):
     """A protobuf message as {field number: [values]}: varints as ints, length-delimited as bytes."""
     fields, i = {}, 0
-
-    def varint():
-        nonlocal i
-        shift = value = 0
-        while True:
-            b = data[i]
-            i += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return value
-
     while i < len(data):
-        key = varint()
+        key, i = varint(data, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value = varint()
+            value, i = varint(data, i)
         elif wire == 2:
-            n = varint()
+            n, i = varint(data, i)
             value, i = data[i : i + n], i + n
         elif wire == 1:
             value, i = data[i : i + 8], i + 8
@@ -94,14 +94,7 @@ def packed(data):
     """Packed varints (a repeated int64 field)."""
     values, i = [], 0
     while i < len(data):
-        shift = value = 0
-        while True:
-            b = data[i]
-            i += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
+        value, i = varint(data, i)
         values.append(value)
     return values
 
