@@ -9,3 +9,5 @@ SAMPLE_MS = 5.0  # interval of the bytes-in-use sampler
 TOP_BUFFERS = 5  # the largest buffers a budget failure lists
 UPCAST_MIN = 2**20  # a float32 array converted from bf16/f16 is named when at least this large
 SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (arguments + result) is not compiled
+SWEEP_ITERATIONS = 2  # --tpumem-leak-check=all: runs judged after the warmup (both must grow)
+SWEEP_WARMUP = 1  # --tpumem-leak-check=all: runs before the baseline

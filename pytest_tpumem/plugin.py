@@ -25,10 +25,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, flag, help_text, kind in OPTIONS:
         if kind == "bool":
             group.addoption(flag, dest=name, action="store_true", default=None, help=help_text)
+        elif kind == "tolerances":
+            group.addoption(flag, dest=name, action="append", default=None, metavar="FIGURE:TOLERANCE", help=help_text)
         else:
             group.addoption(flag, dest=name, default=None, metavar="VALUE", help=help_text)
         # Typed, so pytest 9's native TOML table accepts `tpumem = true` and `tpumem_top = 5`; sizes stay strings.
-        ini_type = {"bool": "bool", "int": "int", "float": "float"}.get(kind, "string")
+        ini_type = {"bool": "bool", "int": "int", "float": "float", "tolerances": "linelist"}.get(kind, "string")
         try:
             parser.addini(name, help_text, type=ini_type, default=None)  # type: ignore[arg-type]
         except (AssertionError, ValueError, TypeError):  # an older pytest without int and float ini types

@@ -143,20 +143,28 @@ def test_a_skipped_unittest_method_gets_no_row(pytester):
     assert "test_skipped" not in result.stdout.str().split("= tpumem =")[-1]
 
 
-def test_leak_marker_on_a_unittest_method_says_what_to_do(pytester):
-    pytester.makepyfile(
+def test_leak_marker_on_a_doctest_says_what_to_do(pytester):
+    pytester.makeconftest(
         """
-        import unittest, pytest
+        import pytest
 
-        class T(unittest.TestCase):
-            @pytest.mark.leak_check
-            def test_it(self):
-                pass
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                item.add_marker(pytest.mark.leak_check)
         """
     )
-    result = pytester.runpytest("--tpumem")
+    pytester.makepyfile(
+        """
+        def f():
+            '''
+            >>> 1 + 1
+            2
+            '''
+        """
+    )
+    result = pytester.runpytest("--tpumem", "--doctest-modules")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["@pytest.mark.leak_check cannot re-run test_it: only plain pytest test functions*"])
+    result.stdout.fnmatch_lines(["*cannot re-run *f: only test functions and unittest.TestCase methods*"])
 
 
 def test_backend_that_does_not_start_is_not_an_internal_error(pytester, monkeypatch):

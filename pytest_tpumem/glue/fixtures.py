@@ -17,9 +17,9 @@ from .options import SETTINGS
 def record(item: pytest.Item, row: dict[str, Any]) -> None:
     """Attach a summary row to the test's report (user_properties travel to the xdist controller)."""
     if item.config.stash[SETTINGS].enabled:
-        from ..telling.rows import PROPERTY
+        from ..telling.rows import PROPERTY, encode
 
-        item.user_properties.append((PROPERTY, row))
+        item.user_properties.append((PROPERTY, encode(row)))
 
 
 def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:

@@ -30,6 +30,7 @@ def max_hbm(limit: Any = None, *, target: Any = None) -> dict[str, Any]:
 
 
 def leak_check(
+    enabled: bool = True,
     *,
     iterations: int = defaults.ITERATIONS,
     warmup: int = defaults.WARMUP,
@@ -37,19 +38,22 @@ def leak_check(
     clear_caches: bool = defaults.CLEAR_CACHES,
 ) -> dict[str, Any]:
     """run the test body warmup+iterations times (fixtures set up once), with jax.clear_caches()
-    in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold)."""
+    in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold);
+    leak_check(False) exempts the test from --tpumem-leak-check=all."""
     from ..decisions.leak import validate
 
+    if not isinstance(enabled, bool):
+        raise ValueError(f"enabled={enabled!r}: expected True or False")
     validate(lambda: None, iterations, warmup, clear_caches)
     size = None if threshold is None else parse_size(threshold, what="threshold")
-    return {"iterations": iterations, "warmup": warmup, "threshold": size, "clear_caches": clear_caches}
+    return {"enabled": enabled, "iterations": iterations, "warmup": warmup, "threshold": size, "clear_caches": clear_caches}
 
 
 MARKERS = (max_hbm, leak_check)
 
 
 def signature(fn: Any) -> str:
-    """``leak_check(*, iterations=3, warmup=1, threshold=None, clear_caches=True)``"""
+    """``leak_check(enabled=True, *, iterations=3, warmup=1, threshold=None, clear_caches=True)``"""
     params = [p.replace(annotation=inspect.Parameter.empty) for p in inspect.signature(fn).parameters.values()]
     return f"{fn.__name__}{inspect.Signature(params)}"
 

@@ -14,6 +14,7 @@ from ..units import SizeError, parse_size, format_size
 
 RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
+LEAK_CHECK = ("marked", "all")
 
 # (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
 OPTIONS = (
@@ -61,6 +62,49 @@ OPTIONS = (
         "what a test judged on a TPU target does where libtpu is not installed: fail (the default) or skip",
         "choice:" + "|".join(NO_LIBTPU),
     ),
+    (
+        "tpumem_leak_check",
+        "--tpumem-leak-check",
+        "which tests are leak-checked: marked (leak_check markers, the default) or all (every test of the run, "
+        f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each, unless marked leak_check(False); "
+        "unittest.TestCase methods included)",
+        "choice:" + "|".join(LEAK_CHECK),
+    ),
+    (
+        "tpumem_json",
+        "--tpumem-json",
+        "write every measured test's figures and the run's context to this JSON file (docs/report-schema.md); "
+        "under jax.distributed each process writes its own, named with its index",
+        "path",
+    ),
+    (
+        "tpumem_save",
+        "--tpumem-save",
+        "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one)",
+        "path",
+    ),
+    (
+        "tpumem_compare",
+        "--tpumem-compare",
+        "compare each test's peak and growth with this baseline (from --tpumem-save); shown in the summary, "
+        "enforced with --tpumem-compare-fail",
+        "path",
+    ),
+    (
+        "tpumem_compare_fail",
+        "--tpumem-compare-fail",
+        "fail a test whose figure regressed beyond this tolerance against --tpumem-compare: peak:10%, peak:50MB, "
+        "growth:10MB (repeat it, or comma-separate; any one exceeded fails)",
+        "tolerances",
+    ),
+    (
+        "tpumem_tpu_chips",
+        "--tpumem-tpu-chips",
+        "under pytest-xdist on a TPU host: give each worker chips of its own (TPU_VISIBLE_CHIPS, TPU_PROCESS_BOUNDS, "
+        "TPU_CHIPS_PER_PROCESS_BOUNDS, ALLOW_MULTIPLE_LIBTPU_LOAD), the host's chips shared evenly; "
+        "auto counts them, or give the number",
+        "chips",
+    ),
 )
 
 
@@ -80,6 +124,12 @@ class Settings(NamedTuple):
     recompile: str = RECOMPILE[0]
     no_libtpu: str = NO_LIBTPU[0]
     profile_dir: str | None = None  # absolute
+    leak_check: str = LEAK_CHECK[0]  # "all": the whole-suite sweep
+    json_path: str | None = None  # absolute, as every path below
+    save_path: str | None = None
+    compare_path: str | None = None
+    compare_fail: tuple[Any, ...] = ()  # decisions.compare.Tolerance
+    tpu_chips: int | str | None = None  # "auto", or the host's chip count
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
@@ -128,8 +178,26 @@ def _convert(value: Any, kind: str, where: str) -> Any:
     if kind == "path":
         text = str(value).strip()
         if not text:
-            raise SettingError(f"{where}: give a directory")
+            raise SettingError(f"{where}: give a path")
         return text
+    if kind == "tolerances":
+        from ..decisions.compare import ToleranceError, parse_tolerances
+
+        values = [value] if isinstance(value, str) else list(value)
+        try:
+            tolerances = parse_tolerances(values, where)
+        except ToleranceError as e:
+            raise SettingError(str(e)) from None
+        if not tolerances:
+            raise SettingError(f"{where}: give a tolerance, e.g. peak:10%")
+        return tolerances
+    if kind == "chips":
+        text = str(value).strip().lower()
+        if text == "auto":
+            return text
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+        raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips >= 1")
     if kind.startswith("choice:"):
         choices = kind.split(":", 1)[1].split("|")
         text = str(value).strip().lower()
@@ -152,6 +220,8 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
         raise SettingError(f"{where}: {e}{hint}") from None
     if raw is None or (isinstance(raw, str) and raw.strip() == "" and kind != "bool"):
         return None, ""
+    if isinstance(raw, list) and not raw:  # an ini list not set
+        return None, ""
     return raw, where
 
 
@@ -163,7 +233,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], base_
         raw, where = _raw(name, flag, kind, getoption, getini)
         if raw is not None:
             values[name] = _convert(raw, kind, where)
-    return Settings(
+    settings = Settings(
         enabled=values.get("tpumem", False),
         max_hbm=values.get("tpumem_max_hbm"),
         leak_threshold=values.get("tpumem_leak_threshold", defaults.LEAK_THRESHOLD),
@@ -173,8 +243,22 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], base_
         recompile=values.get("tpumem_recompile", RECOMPILE[0]),
         no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
         profile_dir=_absolute(values.get("tpumem_profile_dir"), base_dir),
+        leak_check=values.get("tpumem_leak_check", LEAK_CHECK[0]),
+        json_path=_absolute(values.get("tpumem_json"), base_dir),
+        save_path=_absolute(values.get("tpumem_save"), base_dir),
+        compare_path=_absolute(values.get("tpumem_compare"), base_dir),
+        compare_fail=values.get("tpumem_compare_fail", ()),
+        tpu_chips=values.get("tpumem_tpu_chips"),
         given=frozenset(values),
     )
+    if settings.json_path is not None and settings.json_path == settings.compare_path:
+        raise SettingError(
+            f"--tpumem-json {settings.json_path} is the baseline --tpumem-compare reads: it would be overwritten; "
+            "write the report elsewhere, or replace the baseline with --tpumem-save"
+        )
+    if settings.compare_fail and settings.compare_path is None:
+        raise SettingError("--tpumem-compare-fail needs a baseline to compare with: give --tpumem-compare PATH")
+    return settings
 
 
 def _absolute(path: str | None, base_dir: str) -> str | None:

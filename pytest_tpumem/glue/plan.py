@@ -18,6 +18,7 @@ class LeakOptions:
     warmup: int
     threshold: int  # bytes per iteration (the session's default where the marker gives none)
     clear_caches: bool
+    swept: bool = False  # checked by --tpumem-leak-check=all, not by a marker
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,14 @@ class TestPlan:
     leak: LeakOptions | None = None
     recompile: bool = False  # clear jax's caches when it starts, so that every program it runs is compiled inside it
     error: str | None = None
+    benchmark: bool = False  # uses pytest-benchmark's fixture: its peak goes into benchmark.extra_info
+    unswept: bool = False  # --tpumem-leak-check=all could not re-run it (a doctest, an async test)
 
     __test__ = False  # not a test class, whatever pytest's collection thinks of the name
 
     @property
     def measured(self) -> bool:
-        return self.budget is not None or self.leak is not None
+        return self.budget is not None or self.leak is not None or self.benchmark
 
     @property
     def uncounted(self) -> str:
@@ -55,14 +58,20 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
         leak = _leak(item, settings)
     except markers.MarkerError as e:
         return TestPlan(error=str(e))
-    if leak is not None and (not isinstance(item, pytest.Function) or _is_unittest(item)):
-        from ..telling.text import cannot_rerun
+    why = "" if leak is None else cannot_rerun_why(item)
+    unswept = False
+    if why:
+        if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
+            leak, unswept = None, True
+        else:
+            from ..telling.text import cannot_rerun
 
-        return TestPlan(error=cannot_rerun(item.name, "unittest"))
+            return TestPlan(error=cannot_rerun(item.name, why))
     recompile = budget is not None and (
         budget.target is not None or settings.recompile == "all" or (settings.recompile == "marked" and marked)
     )
-    return TestPlan(budget, leak, recompile)
+    benchmark = "benchmark" in getattr(item, "fixturenames", ())
+    return TestPlan(budget, leak, recompile, benchmark=benchmark, unswept=unswept)
 
 
 def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]:
@@ -88,16 +97,36 @@ def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]
 
 
 def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
+    """A marker's leak check; else, under --tpumem-leak-check=all, the sweep's (its own defaults:
+    fewer runs, for every test pays them); None for a test exempted with leak_check(False)."""
+    from .. import defaults
+
     mark = item.get_closest_marker("leak_check")
     if mark is None:
-        return None
+        if settings.leak_check != "all":
+            return None
+        return LeakOptions(defaults.SWEEP_ITERATIONS, defaults.SWEEP_WARMUP, settings.leak_threshold, True, swept=True)
     parsed = markers.parse(markers.leak_check, mark)
+    if not parsed["enabled"]:
+        return None
     threshold = settings.leak_threshold if parsed["threshold"] is None else parsed["threshold"]
     return LeakOptions(parsed["iterations"], parsed["warmup"], threshold, parsed["clear_caches"])
 
 
-def _is_unittest(item: pytest.Item) -> bool:
+def is_unittest(item: pytest.Item) -> bool:
     import unittest
 
     cls = getattr(item, "cls", None)
     return cls is not None and issubclass(cls, unittest.TestCase)
+
+
+def cannot_rerun_why(item: pytest.Item) -> str:
+    """"" for a test whose body can be run again on its own: a test function (its fixtures kept),
+    or a unittest.TestCase method (on its instance, setUp and tearDown once). "async" for async
+    ones, "other" for doctests and other items."""
+    import inspect
+
+    if not isinstance(item, pytest.Function):
+        return "other"
+    fn = getattr(item, "obj", None)
+    return "async" if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) else ""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import inspect
 from typing import Any, Iterator
 
 import pytest
@@ -17,10 +16,24 @@ from .failures import LeakFailure, fail
 from ..telling.files import save_budget
 from .fixtures import record, run_leak_check, with_files
 from .options import Settings
-from .plan import PLAN, TestPlan, plan_for
+from .plan import PLAN, TestPlan, is_unittest, plan_for
+from .rerun import Reruns
 
 _LEAK_REPORT = pytest.StashKey[Any]()
 PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
+
+
+def _read_baseline(path: str | None) -> dict[str, Any] | None:
+    """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
+    unreadable or corrupt one is a usage error naming the file (which is left as it is)."""
+    if path is None:
+        return None
+    from ..telling.report import ReportError, read
+
+    try:
+        return read(path)
+    except ReportError as e:
+        raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
 
 
 def _expects(item: pytest.Item, error: BaseException) -> bool:
@@ -57,6 +70,14 @@ class TpuMem:
         self._devices: list[Any] | None = None  # see devices(): read lazily, never before the first measured test
         self._backend: dict[str, Any] | None = None  # see backend()
         self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
+        self.outcomes: dict[str, str] = {}  # measured test -> the outcome of its call
+        self.not_swept = 0  # --tpumem-leak-check=all: tests it could not re-run (doctests, async)
+        self.written: list[str] = []  # the reports written at the end, for the summary
+        self.write_errors: list[str] = []
+        from ..readings.context import now
+
+        self.started = now()
+        self.baseline = _read_baseline(settings.compare_path)
 
     # --- what is read, and when ------------------------------------------------------------------
 
@@ -134,6 +155,20 @@ class TpuMem:
         plan = item.stash.get(PLAN, None) or TestPlan()
         if plan.error is not None:
             fail(plan.error)
+        self.not_swept += plan.unswept
+        original = getattr(item, "obj", None)
+        if plan.leak is not None and is_unittest(item):  # unittest calls the method it finds on the item
+            item.obj = self._leak_checked_method(item, plan, original)
+        try:
+            result = yield from self._call(item, plan)
+        finally:
+            if plan.leak is not None and is_unittest(item):
+                item.obj = original
+            self._to_benchmark(item, plan)
+        self._gate(item)
+        return result
+
+    def _call(self, item: pytest.Item, plan: TestPlan) -> Iterator[None]:
         if not plan.measured:  # run as without the plugin, except that an out-of-memory is said and freed
             try:
                 return (yield)
@@ -248,23 +283,91 @@ class TpuMem:
         if plan is None or plan.leak is None:
             return None
         fn = pyfuncitem.obj
-        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-            fail(text.cannot_rerun(pyfuncitem.name, "async"))
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        self._leak_check(pyfuncitem, plan, functools.partial(fn, **kwargs))  # fixtures named like check_leaks' options stay the test's
+        return True
+
+    def _leak_checked_method(self, item: pytest.Item, plan: TestPlan, method: Any) -> Any:
+        """A unittest.TestCase method, leak-checked on its instance when unittest calls it (setUp
+        and tearDown run once, around all the runs)."""
+
+        @functools.wraps(method)
+        def leak_checked(*args: Any, **kwargs: Any) -> None:
+            self._leak_check(item, plan, functools.partial(method, *args, **kwargs))
+
+        return leak_checked
+
+    def _leak_check(self, item: pytest.Item, plan: TestPlan, call: Any) -> None:
+        """Run the test's body for its leak check; raise LeakFailure where it leaks."""
         opts = plan.leak
-        report = run_leak_check(
-            pyfuncitem,
-            functools.partial(fn, **kwargs),  # fixtures named like check_leaks' options stay the test's
-            target=plan.budget.target if plan.budget else None,
-            iterations=opts.iterations,
-            warmup=opts.warmup,
-            threshold=opts.threshold,
-            clear_caches=opts.clear_caches,
-        )
-        pyfuncitem.stash[_LEAK_REPORT] = report
+        runs = Reruns(item, call, opts.warmup + opts.iterations)
+        try:
+            report = run_leak_check(
+                item,
+                runs,
+                target=plan.budget.target if plan.budget else None,
+                iterations=opts.iterations,
+                warmup=opts.warmup,
+                threshold=opts.threshold,
+                clear_caches=opts.clear_caches,
+            )
+        except BaseException as e:
+            runs.failure(e)  # fails the test where a later run raised: it is not re-runnable
+            raise
+        item.stash[_LEAK_REPORT] = report
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
-        return True
+
+    # --- after the call: the baseline, pytest-benchmark ------------------------------------------
+
+    def _records(self, item: pytest.Item) -> list[dict[str, Any]]:
+        from ..telling.rows import PROPERTY, decode
+
+        return [r for k, v in item.user_properties if k == PROPERTY and (r := decode(v)) is not None]
+
+    def _gate(self, item: pytest.Item) -> None:
+        """Fail a passed test whose figures regressed against the baseline beyond a tolerance of
+        --tpumem-compare-fail (a baseline from another platform or device kind fails nothing)."""
+        if self.baseline is None or not self.settings.compare_fail:
+            return
+        old = self.baseline["tests"].get(item.nodeid)
+        records = self._records(item)
+        if old is None or not records:
+            return
+        from ..decisions.compare import compare_entry, foreign
+        from ..telling.report import entry_of
+
+        if foreign(self.baseline["context"], self._platform()):
+            return
+        changes = compare_entry(item.nodeid, old, entry_of(records), self.settings.compare_fail)
+        regressed = [c for c in changes if c.regressed]
+        if regressed:
+            import os
+
+            name = os.path.basename(self.settings.compare_path or "")
+            fail("\n".join(text.regressed(c.describe(name)) for c in regressed))
+
+    def _to_benchmark(self, item: pytest.Item, plan: TestPlan) -> None:
+        """pytest-benchmark: the test's peak per device, witness and leak figures in
+        ``benchmark.extra_info["tpumem"]``, saved with its times (--benchmark-json, --benchmark-autosave)."""
+        if not plan.benchmark:
+            return
+        bench = getattr(item, "funcargs", {}).get("benchmark")
+        extra = getattr(bench, "extra_info", None)
+        records = self._records(item)
+        if not isinstance(extra, dict) or not records:
+            return
+        from ..telling.report import entry_of
+
+        entry = entry_of(records)
+        extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
+
+    def _platform(self) -> dict[str, Any]:
+        """The run's platform and device kind, as a report's context says them ({} before the backend is read)."""
+        backend = self._backend or next(iter(self.worker_backends.values()), None) or {}
+        if "error" in backend or not backend:
+            return {}
+        return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
 
     def progress(self) -> Any:
         """Under -v, a leak check that has run for a few seconds says how far it is on the test's
@@ -289,15 +392,16 @@ class TpuMem:
     # --- the run ---------------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ..telling.rows import PROPERTY
+        from ..telling.rows import PROPERTY, decode
 
         if report.failed:
             self.collect_first = True
-        records = [v for k, v in report.user_properties if k == PROPERTY and isinstance(v, dict)]
+        records = [r for k, v in report.user_properties if k == PROPERTY and (r := decode(v)) is not None]
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.
         if records and report.when == "call" and not report.skipped:
-            self.rows.setdefault(report.nodeid, []).extend(records)
+            self.rows[report.nodeid] = records  # a test run again (pytest-rerunfailures): its last run
+            self.outcomes[report.nodeid] = report.outcome
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from ..readings.jaxcompat import backends_started
@@ -309,6 +413,74 @@ class TpuMem:
             if self._backend is not None:
                 workeroutput["tpumem_backend"] = self._backend
             workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
+            workeroutput["tpumem_not_swept"] = self.not_swept
+            return  # the controller writes the reports
+        self._write_reports(session)
+
+    def report(self) -> dict[str, Any]:
+        """This run's report (telling/report.py's schema)."""
+        from ..telling import report
+
+        tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
+        return report.build(tests, self._context())
+
+    def _context(self) -> dict[str, Any]:
+        import os
+        import socket
+
+        from ..readings import context
+
+        backend = self._backend or next(iter(self.worker_backends.values()), None) or {}
+        index, count = context.process()
+        devices = backend.get("devices", [])
+        known = backend.get("known_stats")
+        s = self.settings
+        return {
+            "started": self.started,
+            "finished": context.now(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            **self._platform(),
+            "devices": devices,
+            "device_count": len(devices),
+            "bytes_limit": backend.get("bytes_limit"),
+            "stand_in": None if known is None else "bytes_in_use" not in known,
+            "process_index": index,
+            "process_count": count,
+            "xdist_workers": len(self.worker_backends) or None,
+            "versions": context.versions(),
+            "env": context.memory_env(),
+            "git": context.git(str(self.config.rootpath)),
+            "settings": {
+                "max_hbm": s.max_hbm,
+                "leak_threshold": s.leak_threshold,
+                "leak_check": s.leak_check,
+                "target": s.target,
+                "recompile": s.recompile,
+                "sample_ms": s.sample_interval * 1000,
+            },
+        }
+
+    def _write_reports(self, session: pytest.Session) -> None:
+        """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
+        writes its own file, named with its index."""
+        paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
+        if not paths:
+            return
+        from ..telling import report as reports
+
+        data = self.report()
+        context = data["context"]
+        for path in paths:
+            path = reports.process_path(path, context["process_index"], context["process_count"])
+            try:
+                reports.write(data, path)
+            except OSError as e:
+                self.write_errors.append(text.report_not_written(path, e))
+                if session.exitstatus == 0:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            else:
+                self.written.append(path)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -318,11 +490,15 @@ class TpuMem:
         if isinstance(backend, dict):
             self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
         self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
+        self.not_swept += int(output.get("tpumem_not_swept", 0))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from ..telling.rows import merge, summary_lines
 
-        if (not self.rows and not self.skipped_without_libtpu) or self.settings.top == 0:
+        extra = self._report_lines()
+        if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
+            for line in self.write_errors:  # never hidden
+                terminalreporter.write_line(line, red=True)
             return
         quiet = self.config.get_verbosity() < 0
         rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
@@ -332,6 +508,28 @@ class TpuMem:
                 terminalreporter.write_line(line)
         for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
             terminalreporter.write_line(line)
+        if self.not_swept:
+            terminalreporter.write_line(text.not_swept(self.not_swept))
+        for line in extra:
+            terminalreporter.write_line(line)
+        for line in self.write_errors:
+            terminalreporter.write_line(line, red=True)
+
+    def _report_lines(self) -> list[str]:
+        """The comparison with the baseline, and the reports written."""
+        lines = []
+        if self.baseline is not None:
+            import os
+
+            from ..decisions.compare import compare
+            from ..telling.comparison import comparison_lines
+
+            comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
+            lines += comparison_lines(comparison, os.path.basename(self.settings.compare_path or ""), top=self.settings.top)
+            if not self.settings.compare_fail:
+                lines.append(text.COMPARE_NOT_ENFORCED)
+        lines += [text.report_written(p) for p in self.written]
+        return lines
 
     def _backend_lines(self) -> list[str]:
         backends = dict(self.worker_backends)

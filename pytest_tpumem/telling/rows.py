@@ -19,6 +19,27 @@ if TYPE_CHECKING:
 PROPERTY = "pytest_tpumem"  # the user_properties key; namespaced so a user's own "tpumem" cannot clash
 
 
+def encode(row: dict[str, Any]) -> str:
+    """A row as the property's value: JSON text, which JUnit XML, pytest-xdist and report logs all
+    carry as it is (a dict would reach JUnit XML as a Python repr)."""
+    import json
+
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def decode(value: Any) -> dict[str, Any] | None:
+    """A property's value as a row; None where it is not one of ours."""
+    import json
+
+    if isinstance(value, dict):
+        return value
+    try:
+        row = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) and "verdict" in row else None
+
+
 def _rank(verdict: str) -> int:
     """A row's verdict (its text) in Verdict's order, worst first; unknown text last."""
     try:
@@ -27,24 +48,62 @@ def _rank(verdict: str) -> int:
         return len(Verdict)
 
 
+def _site(frame: Any) -> str | None:
+    return None if frame is None else str(frame)
+
+
+def _devices(peak: Any) -> dict[str, dict[str, Any]]:
+    """Per device: the peak, the witness that judged it, every witness's figure (bytes), the limit."""
+    return {
+        d.device: {
+            "peak": d.peak,
+            "start": d.start,
+            "witness": d.witness,
+            "witnesses": dict(d.witnesses),
+            "limit": d.limit,
+            "stand_in": d.stand_in,
+        }
+        for d in peak.devices.values()
+    }
+
+
 def budget_row(r: BudgetResult) -> dict[str, Any]:
     peak = r.peak
     return {
+        "check": "budget" if r.budget else "peak",
         "verdict": r.verdict.value,
         "budget": r.budget.limit if r.budget else None,
+        "budget_source": r.budget.spelled if r.budget else None,
         "peaks": {d.device: d.peak for d in peak.devices.values()},
         "witness": peak.worst.witness if peak.worst else "",
         "stand_in": any(d.stand_in for d in peak.devices.values()),
         "host_peak": peak.host_peak,
+        "devices": _devices(peak),
+        "uncounted": peak.uncounted or None,
     }
 
 
 def target_row(r: TargetResult) -> dict[str, Any]:
     return {
+        "check": "target",
         "verdict": r.verdict.value,
         "budget": r.limit,
+        "budget_source": r.spelled,
+        "target": r.target.topology,
         "peaks": {r.target.topology: r.need},
         "witness": f"compiled for {r.target.topology}",
+        "programs": [
+            {
+                "program": j.program,
+                "source": j.source,
+                "need": j.need if j.estimate is not None else None,
+                "resident": j.resident,
+                "not_judged": j.reason or None,
+            }
+            for j in r.judgements
+            if not j.skipped
+        ],
+        "errors": list(r.errors),
     }
 
 
@@ -56,17 +115,36 @@ def leak_row(r: LeakReport) -> dict[str, Any]:
     if r.cache_grows:
         source = (source + "; " if r.leaking_series else "") + "compile cache grows"
     return {
+        "check": "leak",
         "verdict": r.verdict.value,
         "growth": worst.growth if worst else 0,
         "growth_source": source,
         "threshold": r.threshold,
+        "iterations": r.iterations,
+        "warmup": r.warmup,
+        "clear_caches": r.clear_caches,
+        "series": {
+            s.name: {"device": s.device, "values": list(s.values), "growth": s.growth, "limit": s.limit}
+            for s in r.series
+        },
+        "sites": [
+            {"site": _site(g.site), "bytes": g.nbytes, "arrays": g.count, "shapes": list(g.shapes), "runs": g.runs}
+            for g in r.sites
+        ],
+        "host_sites": [{"site": _site(h.site), "bytes": h.nbytes, "allocations": h.allocations} for h in r.host_sites],
+        "kept_programs": [
+            {"program": k.name, "site": _site(k.site), "per_iteration": k.per_iteration} for k in r.kept_programs
+        ],
+        "cache_residue": dict(r.cache_residue),
+        "compiled": list(r.compiled),
     }
 
 
 def oom_row(r: OomResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"verdict": r.verdict.value, "budget": r.limit}
+    out: dict[str, Any] = {"check": "oom", "verdict": r.verdict.value, "budget": r.limit, "error": r.error}
     if r.peak is not None:
         out["peaks"] = {d.device: d.peak for d in r.peak.devices.values()}
+        out["devices"] = _devices(r.peak)
     return out
 
 
@@ -81,8 +159,8 @@ def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for key, value in r.items():
             if value is None:
                 continue
-            if key == "peaks":
-                out["peaks"] = {**out.get("peaks", {}), **value}
+            if key in ("peaks", "devices"):
+                out[key] = {**out.get(key, {}), **value}
             elif key == "witness" and out.get("witness") and value not in out["witness"]:
                 out["witness"] = f"{out['witness']}; {value}"
             elif key == "budget":

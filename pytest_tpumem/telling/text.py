@@ -428,9 +428,18 @@ def cannot_rerun(name: str, why: str) -> str:
             "call the leak_check fixture on a synchronous function inside it instead"
         )
     return (
-        f"@pytest.mark.leak_check cannot re-run {name}: only plain pytest test functions can be "
-        "re-run (not unittest.TestCase methods or other items); call the leak_check fixture or "
+        f"@pytest.mark.leak_check cannot re-run {name}: only test functions and unittest.TestCase "
+        "methods can be re-run (not doctests or other items); call the leak_check fixture or "
         "pytest_tpumem.check_leaks on a function instead"
+    )
+
+
+def not_rerunnable(name: str, run: int, total: int, error: BaseException) -> str:
+    """A test that passed its first run and raised on a later one: it cannot be leak-checked."""
+    return (
+        f"{name} cannot be leak-checked: it passed its first run but raised on run {run} of {total}: "
+        f"{type(error).__name__}: {first_line(error, 160)}. It is not re-runnable (state kept between runs: a "
+        "global, a counter, a consumed iterator); exempt it with @pytest.mark.leak_check(False)"
     )
 
 
@@ -460,3 +469,26 @@ def backend_failed(name: str, problem: str) -> str:
 
 def not_judged(spelled: str, problem: str) -> str:
     return f"{spelled}: {problem}"
+
+
+def regressed(change: str) -> str:
+    """A test failed for its figure against the baseline: ``Change.describe()``."""
+    return f"tpumem baseline: {change}"
+
+
+COMPARE_NOT_ENFORCED = "tpumem: the comparison is shown, not enforced: add --tpumem-compare-fail peak:10% (for example) to fail regressions"
+
+
+def report_written(path: str) -> str:
+    return f"tpumem: report written to {path}"
+
+
+def report_not_written(path: str, error: OSError) -> str:
+    return f"tpumem: the report could not be written to {path}: {error.strerror or error}"
+
+
+def not_swept(n: int) -> str:
+    return (
+        f"tpumem: {_plural(n, 'test')} not leak-checked by --tpumem-leak-check=all: "
+        "not re-runnable as they are (doctests, async tests, other items)"
+    )

@@ -1,0 +1,127 @@
+"""``python -m pytest_tpumem``: the JSON reports of --tpumem-json / --tpumem-save outside pytest --
+``show`` one, ``compare`` two (the exit status gates a CI), ``merge`` those of several processes.
+Imports no jax: it runs where jax is not installed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from .decisions.compare import ToleranceError, compare, parse_tolerances
+from .telling import report as reports
+from .telling.comparison import comparison_lines, report_lines
+
+PROG = "python -m pytest_tpumem"
+EXIT_CODES = "exit status: 0 fine; 1 compare found a regression beyond a --fail tolerance; 2 bad input"
+
+
+def show(args: argparse.Namespace) -> int:
+    """A report's context and its tests, worst first."""
+    print("\n".join(report_lines(reports.read(args.report))))
+    return 0
+
+
+def compare_reports(args: argparse.Namespace) -> int:
+    """NEW against the baseline OLD; 1 where a figure regressed beyond a tolerance."""
+    tolerances = parse_tolerances(args.fail, where="--fail")
+    if args.fail and not tolerances:
+        raise ToleranceError(f"--fail: {' '.join(map(repr, args.fail))} holds no tolerance; give one, e.g. peak:10%")
+    old, new = reports.read(args.old), reports.read(args.new)
+    comparison = compare(old, new, tolerances)
+    print(f"{args.new} against the baseline {args.old}")
+    print("\n".join(comparison_lines(comparison, args.old)))
+    if not tolerances:
+        print("not judged: add --fail peak:10% (for example) to exit 1 on a regression")
+    return 1 if comparison.failed else 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link, or a path through a bind mount
+    except OSError:
+        return False
+
+
+def merge(args: argparse.Namespace) -> int:
+    """The reports of several processes or hosts as one file, written whole."""
+    for path in args.reports:
+        if _same_file(path, args.output):
+            raise reports.ReportError(
+                f"{args.output}: is also one of the reports to merge; give -o another path (an input is never overwritten)"
+            )
+    merged = reports.merge_reports([(path, reports.read(path)) for path in args.reports])
+    try:
+        reports.write(merged, args.output)
+    except OSError as e:
+        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    n = merged["context"].get("merged_from", len(args.reports))
+    print(f"wrote {args.output}: {len(merged['tests'])} tests from {n} processes")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog=PROG,
+        description="Read the JSON reports pytest-tpumem writes (--tpumem-json, --tpumem-save): show one, "
+        "compare a run with a baseline, merge the reports of several processes or hosts.",
+        epilog=EXIT_CODES,
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser(
+        "show",
+        help="print a report's context and its tests, worst first",
+        description="Print where and when a report was taken (platform, devices, versions, git commit, "
+        "process, start time) and its tests, worst first: verdict, peak, budget, growth per iteration.",
+        epilog="exit status: 0, or 2 where the report cannot be read",
+    )
+    p.add_argument("report", metavar="REPORT", help="a report written by --tpumem-json or --tpumem-save")
+    p.set_defaults(run=show)
+
+    p = commands.add_parser(
+        "compare",
+        help="compare a run's report with a baseline; exit 1 on a regression beyond --fail",
+        description="Show each test's peak and growth per iteration that changed from OLD (the baseline) to NEW, "
+        "and the tests new in NEW or missing from it. Without --fail, changes are shown and never fail. A baseline "
+        "taken on another platform or device kind is said so and never fails.",
+        epilog="exit status: 0 no figure regressed beyond a --fail tolerance (or none given); 1 one did; "
+        "2 bad input: a report that cannot be read, a bad --fail",
+    )
+    p.add_argument("old", metavar="OLD", help="the baseline report (from --tpumem-save)")
+    p.add_argument("new", metavar="NEW", help="the report of the run to judge")
+    p.add_argument(
+        "--fail",
+        metavar="EXPR",
+        action="append",
+        default=[],
+        help="exit 1 where a figure grew beyond this tolerance: peak:10%%, peak:50MB, growth:10MB "
+        "(MB is 10^6 bytes, MiB 2^20); repeat it or comma-separate, any one exceeded fails",
+    )
+    p.set_defaults(run=compare_reports)
+
+    p = commands.add_parser(
+        "merge",
+        help="join the reports of several processes or hosts into one",
+        description="Join the reports of the processes of one run (jax.distributed, several hosts) into one: a test "
+        "measured in several has the worst verdict, every device's peak, the largest peak and growth. "
+        "The file is written whole; an input is never overwritten.",
+        epilog="exit status: 0, or 2 where a report cannot be read, is given twice, or OUT is one of them",
+    )
+    p.add_argument("reports", metavar="REPORT", nargs="+", help="a process's report (report.process-0-of-2.json, ...)")
+    p.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged report to write")
+    p.set_defaults(run=merge)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (bad input: a one-line error on stderr, and 2)."""
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (reports.ReportError, ToleranceError) as e:
+        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,167 @@
+"""A run against a baseline: each test's figures (``peak``, ``growth``) compared with the baseline's,
+and judged against tolerances such as ``peak:10%``, ``peak:50MB`` or ``growth:10MB``.
+
+A figure regresses when it grew beyond *any* tolerance given for it (as pytest-benchmark's
+``--benchmark-compare-fail``): ``peak:10%`` fails 100MB -> 111MB, ``peak:50MB`` fails 100MB ->
+151MB. It improves when it fell by as much. Without a tolerance for a figure, its changes are shown,
+never judged. A baseline taken on another platform or device kind is not comparable: its figures
+are shown, and nothing is failed for them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..units import SizeError, format_size, parse_size
+
+FIGURES = ("peak", "growth")
+
+
+class ToleranceError(ValueError):
+    """A tolerance that cannot be read; the message names it and where it came from."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    figure: str  # "peak" or "growth"
+    amount: float  # a fraction (0.1 for 10%) where ``relative``, else bytes
+    relative: bool
+    text: str  # as written: "peak:10%"
+
+    def exceeded(self, old: int, new: int) -> bool:
+        """``new`` is above ``old`` by more than this tolerance (a rise from 0 exceeds any percentage)."""
+        if new <= old:
+            return False
+        if self.relative:
+            return old == 0 or (new - old) > self.amount * old
+        return new - old > self.amount
+
+
+def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Tolerance:
+    """``peak:10%``, ``peak:50MB``, ``growth:10MB`` (sizes as everywhere: MB, MiB, ...)."""
+    raw = str(text).strip()
+    figure, sep, amount = raw.partition(":")
+    figure = figure.strip().lower()
+    accepted = "accepted: peak:10%, peak:50MB, growth:10MB (a figure, a colon, a percentage or a size)"
+    if not sep or figure not in FIGURES:
+        raise ToleranceError(f"{where}: {raw!r} names no figure of {', '.join(FIGURES)}; {accepted}")
+    amount = amount.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*%", amount)
+    if match:
+        return Tolerance(figure, float(match.group(1)) / 100, True, f"{figure}:{amount}")
+    try:
+        size = parse_size(amount, what=f"{where} {raw!r}")
+    except SizeError as e:
+        raise ToleranceError(f"{e}; {accepted}") from None
+    return Tolerance(figure, float(size), False, f"{figure}:{amount}")
+
+
+def parse_tolerances(texts: Iterable[Any], where: str = "--tpumem-compare-fail") -> tuple[Tolerance, ...]:
+    """Several, each given alone or comma-separated (``peak:10%,growth:10MB``)."""
+    out = []
+    for text in texts:
+        for part in str(text).split(","):
+            if part.strip():
+                out.append(parse_tolerance(part, where))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One figure of one test that differs from the baseline."""
+
+    nodeid: str
+    figure: str
+    old: int
+    new: int
+    regressed_beyond: str = ""  # the tolerance it broke ("peak:10%"), "" where none
+    improved_beyond: str = ""
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressed_beyond)
+
+    @property
+    def improved(self) -> bool:
+        return bool(self.improved_beyond)
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.old == 0 else 100.0 * (self.new - self.old) / self.old
+
+    def describe(self, baseline: str = "the baseline") -> str:
+        """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
+        delta = self.new - self.old
+        sign = "+" if delta >= 0 else "-"
+        pct = "" if self.percent is None else f"{self.percent:+.1f}%, "
+        line = f"{self.figure} {format_size(self.new)}, was {format_size(self.old)} in {baseline} ({pct}{sign}{format_size(abs(delta))})"
+        if self.regressed:
+            line += f", beyond {self.regressed_beyond}"
+        elif self.improved:
+            line += f", better by more than {self.improved_beyond}"
+        return line
+
+
+def compare_entry(nodeid: str, old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...]) -> list[Change]:
+    """The figures of one test that differ between the baseline's entry and this run's."""
+    changes = []
+    for figure in FIGURES:
+        a, b = old.get(figure), new.get(figure)
+        if not isinstance(a, int) or not isinstance(b, int) or a == b:
+            continue
+        worse = next((t.text for t in tolerances if t.figure == figure and t.exceeded(a, b)), "")
+        better = next((t.text for t in tolerances if t.figure == figure and t.exceeded(b, a)), "")
+        changes.append(Change(nodeid, figure, a, b, worse, better))
+    return changes
+
+
+def foreign(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Why a baseline's figures are not comparable with this run's ("" where they are): another
+    platform or device kind. A context that does not say (no measured test started the backend)
+    is taken as comparable."""
+    for key, what in (("platform", "platform"), ("device_kind", "device kind")):
+        a, b = old.get(key), new.get(key)
+        if a and b and a != b:
+            return f"it was taken on {what} {a!r}, this run is on {b!r}"
+    return ""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against a baseline."""
+
+    changes: tuple[Change, ...]
+    new_tests: tuple[str, ...]  # measured now, not in the baseline
+    missing: tuple[str, ...]  # in the baseline, not measured now
+    foreign: str = ""  # why the baseline is not used to fail ("" where it is)
+    tolerances: tuple[Tolerance, ...] = ()
+
+    @property
+    def regressions(self) -> tuple[Change, ...]:
+        return () if self.foreign else tuple(c for c in self.changes if c.regressed)
+
+    @property
+    def improvements(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.improved)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions)
+
+
+def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...] = ()) -> Comparison:
+    """Two reports (telling.report's), the baseline first."""
+    old_tests, new_tests = old["tests"], new["tests"]
+    changes = []
+    for nodeid in sorted(set(old_tests) & set(new_tests)):
+        changes += compare_entry(nodeid, old_tests[nodeid], new_tests[nodeid], tolerances)
+    changes.sort(key=lambda c: (not c.regressed, -abs(c.percent if c.percent is not None else float("inf")), c.nodeid))
+    return Comparison(
+        tuple(changes),
+        tuple(sorted(set(new_tests) - set(old_tests))),
+        tuple(sorted(set(old_tests) - set(new_tests))),
+        foreign(old.get("context", {}), new.get("context", {})),
+        tolerances,
+    )

@@ -1,0 +1,73 @@
+"""The run's context for a report a CI keeps: versions, the memory environment, the process's place
+among jax.distributed's processes, the git commit. Read without starting jax's backend."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+# Environment variables that change how much device memory a run has or takes, or which devices it sees.
+_ENV_PREFIXES = ("XLA_", "JAX_", "TPU_", "LIBTPU_", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ALLOW_MULTIPLE_LIBTPU_LOAD")
+_ENV_EXCLUDED = ("JAX_COORDINATOR_ADDRESS",)  # hosts, not memory
+
+
+def now() -> str:
+    """The time as ISO 8601 with its zone (UTC), to the second."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def memory_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The XLA/JAX/TPU/CUDA variables set for this run, sorted: XLA_PYTHON_CLIENT_MEM_FRACTION,
+    XLA_FLAGS, TPU_VISIBLE_CHIPS and the like."""
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in sorted(env) if k.startswith(_ENV_PREFIXES) and k not in _ENV_EXCLUDED}
+
+
+def versions() -> dict[str, str]:
+    """Python, pytest, pytest-tpumem and jax's packages as installed (package metadata: no import)."""
+    from importlib import metadata
+
+    from .devices import installed_versions
+
+    out = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for name in ("pytest", "pytest-tpumem"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {**out, **installed_versions()}
+
+
+def git(directory: str) -> dict[str, Any] | None:
+    """The commit checked out in ``directory`` and whether the work tree differs from it; None
+    outside a git work tree (or without git)."""
+    import subprocess
+
+    def run(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ("git", *args), cwd=directory, capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = run("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = run("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def process() -> tuple[int, int]:
+    """(index, count) of this process among jax.distributed's processes; (0, 1) where jax is not
+    imported or its backend not started (never started here to find out)."""
+    from .jaxcompat import backends_started
+
+    if not backends_started():
+        return 0, 1
+    import jax
+
+    return int(jax.process_index()), int(jax.process_count())

@@ -1,0 +1,148 @@
+"""The text of a report and of a run against a baseline, for people: a report's context and tests
+(``python -m pytest_tpumem show``) and a Comparison's table of changes with the tests new and
+missing (``compare``, and the terminal summary under --tpumem-compare). Pure: data in, lines out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..decisions.verdict import Verdict
+from ..units import format_delta, format_size
+
+if TYPE_CHECKING:
+    from ..decisions.compare import Change, Comparison
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as aligned columns; the last column (a test id, the longest) is not padded."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
+
+
+def _plural(n: int, word: str, words: str = "") -> str:
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+# --- a run against a baseline --------------------------------------------------------------------
+
+
+def _status(change: Change, foreign: bool) -> str:
+    """REGRESSED beyond the tolerance broken, improved, or "-" (within every tolerance, or none given)."""
+    if change.regressed:
+        return f"beyond {change.regressed_beyond}, not judged" if foreign else f"REGRESSED beyond {change.regressed_beyond}"
+    return "improved" if change.improved else "-"
+
+
+def _change_row(change: Change, foreign: bool) -> tuple[str, ...]:
+    percent = "-" if change.percent is None else f"{change.percent:+.1f}%"  # from 0
+    return (
+        change.figure,
+        format_size(change.old),
+        format_size(change.new),
+        percent,
+        format_delta(change.new - change.old),
+        _status(change, foreign),
+        change.nodeid,
+    )
+
+
+def _test_list(title: str, nodeids: Sequence[str], top: int | None) -> list[str]:
+    if not nodeids:
+        return []
+    shown = nodeids if top is None else nodeids[:top]
+    lines = [title] + [f"  {n}" for n in shown]
+    if len(shown) < len(nodeids):
+        lines.append(f"  ... and {len(nodeids) - len(shown)} more")
+    return lines
+
+
+def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None = None) -> list[str]:
+    """The changes against ``baseline_name`` (regressions first) as an aligned table, then the
+    tests new since it and missing from it, and a closing count. ``top`` caps each list."""
+    lines: list[str] = []
+    if comparison.foreign:
+        lines.append(f"{baseline_name} is not comparable: {comparison.foreign}; changes are shown, none fails")
+    changes = list(comparison.changes)
+    shown = changes if top is None else changes[:top]
+    if shown:
+        header = ("figure", "old", "new", "change", "bytes", "judged", "test")
+        lines += table([header] + [_change_row(c, bool(comparison.foreign)) for c in shown])
+        if len(shown) < len(changes):
+            lines.append(f"... and {_plural(len(changes) - len(shown), 'more change')}")
+    lines += _test_list(f"new, not in {baseline_name}:", comparison.new_tests, top)
+    lines += _test_list(f"missing, in {baseline_name} but not measured:", comparison.missing, top)
+
+    tally = [_plural(len(changes), "figure") + f" changed against {baseline_name}"]
+    if comparison.regressions:
+        tally.append(f"{len(comparison.regressions)} regressed beyond a tolerance")
+    if comparison.improvements:
+        tally.append(f"{len(comparison.improvements)} improved")
+    if comparison.new_tests:
+        tally.append(f"{len(comparison.new_tests)} new")
+    if comparison.missing:
+        tally.append(f"{len(comparison.missing)} missing")
+    lines.append(", ".join(tally))
+    return lines
+
+
+# --- one report ----------------------------------------------------------------------------------
+
+
+def _rank(verdict: str) -> int:
+    try:
+        return Verdict(verdict).rank
+    except ValueError:
+        return len(Verdict)
+
+
+def _worst_first(item: tuple[str, dict[str, Any]]) -> tuple[int, float, int, str]:
+    nodeid, e = item
+    peak, budget, growth, threshold = e.get("peak") or 0, e.get("budget"), e.get("growth") or 0, e.get("threshold")
+    ratio = max(peak / budget if budget else 0.0, growth / threshold if threshold else 0.0)
+    return (_rank(e.get("verdict", "")), -ratio, -peak, nodeid)
+
+
+def _size(n: Any) -> str:
+    return "-" if n is None else format_size(n)
+
+
+def context_lines(context: dict[str, Any], processes: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Where and when a report was taken: platform and devices, versions, commit, process (or the
+    processes it was merged from), start."""
+    devices = f"platform {context.get('platform') or '?'}, device kind {context.get('device_kind') or '?'}"
+    if context.get("device_count") is not None:
+        devices += f", {_plural(int(context['device_count']), 'device')}"
+    lines = [devices]
+    versions = context.get("versions") or {}
+    if versions:
+        lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    git = context.get("git")
+    if isinstance(git, dict) and git.get("commit"):
+        dirty = {True: " (work tree modified)", False: "", None: " (work tree state unknown)"}[git.get("dirty")]
+        lines.append(f"git commit {git['commit']}{dirty}")
+    if context.get("merged_from"):
+        where = f"merged from {_plural(int(context['merged_from']), 'process', 'processes')}"
+        hosts = sorted({str(p.get("hostname")) for p in processes if isinstance(p, dict) and p.get("hostname")})
+        where += f" on {', '.join(hosts)}" if 0 < len(hosts) <= 4 else f" on {len(hosts)} hosts" if hosts else ""
+    else:
+        where = f"process {context.get('process_index', '?')} of {context.get('process_count', '?')}"
+        where += f" on {context['hostname']}" if context.get("hostname") else ""
+    lines.append(f"{where}, started {context.get('started') or '?'}")
+    return lines
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """A report (telling.report's) for ``show``: its context, then its tests worst first as an
+    aligned table (verdict, peak, budget, growth per iteration, test), then a count."""
+    lines = context_lines(report.get("context") or {}, report.get("processes") or ())
+    tests = sorted(report.get("tests", {}).items(), key=_worst_first)
+    rows: list[tuple[str, ...]] = [("verdict", "peak", "budget", "growth/iter", "test")]
+    for nodeid, e in tests:
+        rows.append((e.get("verdict", "?"), _size(e.get("peak")), _size(e.get("budget")), _size(e.get("growth")), nodeid))
+    failed = sum(1 for _, e in tests if e.get("verdict") != "ok")
+    lines.append("")
+    lines += table(rows) if tests else ["no test measured"]
+    lines.append(f"{len(tests)} measured, {failed} failed a memory check")
+    return lines

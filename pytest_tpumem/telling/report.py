@@ -1,0 +1,221 @@
+"""The JSON report a CI keeps (``--tpumem-json``, ``--tpumem-save``): every measured test's figures
+and the run's context, in the schema of docs/report-schema.md. Built from the summary's rows,
+written whole (a temporary file, then a rename), and read back -- checked -- by the baseline
+comparison and ``python -m pytest_tpumem``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from .rows import merge
+
+SCHEMA = "pytest-tpumem-report"
+VERSION = 1
+
+
+class ReportError(ValueError):
+    """A report that cannot be used: missing, unreadable, not JSON, or not in this schema. The
+    message names the file and what is wrong with it."""
+
+
+def entry_of(records: list[dict[str, Any]], outcome: str = "") -> dict[str, Any]:
+    """One test's entry: its checks as recorded, and the figures a gate compares -- ``peak``, the
+    largest on any device or target, and ``growth``, the largest per iteration -- with the worst
+    verdict, the peaks per device and the witness (rows.merge)."""
+    merged = merge(records)
+    peaks = merged.get("peaks") or {}
+    entry: dict[str, Any] = {
+        "outcome": outcome,
+        "verdict": merged.get("verdict", "ok"),
+        "peak": max(peaks.values()) if peaks else None,
+        "peaks": peaks,
+        "budget": merged.get("budget"),
+        "witness": merged.get("witness", ""),
+        "growth": merged.get("growth"),
+        "threshold": merged.get("threshold"),
+        "growth_source": merged.get("growth_source", ""),
+        "stand_in": bool(merged.get("stand_in", False)),
+        "host_peak": merged.get("host_peak"),
+        "checks": list(records),
+    }
+    return entry
+
+
+def build(
+    tests: dict[str, dict[str, Any]], context: dict[str, Any], processes: Iterable[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """The whole report: ``tests`` maps a test id to its entry (entry_of)."""
+    ordered = dict(sorted(tests.items()))
+    report = {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "context": context,
+        "summary": {
+            "measured": len(ordered),
+            "failed": sum(1 for t in ordered.values() if t["verdict"] != "ok"),
+        },
+        "tests": ordered,
+    }
+    processes = list(processes)
+    if processes:
+        report["processes"] = processes
+    return report
+
+
+def dumps(report: dict[str, Any]) -> bytes:
+    return (json.dumps(report, indent=1, sort_keys=False, allow_nan=False) + "\n").encode()
+
+
+def write(report: dict[str, Any], path: str) -> None:
+    """Write the report whole or not at all."""
+    from .files import write_atomic
+
+    write_atomic(path, dumps(report))
+
+
+def process_path(path: str, index: int, count: int) -> str:
+    """The file of one of several jax.distributed processes: ``report.json`` -> ``report.process-1-of-2.json``."""
+    if count <= 1:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.process-{index}-of-{count}{ext or '.json'}"
+
+
+def read(path: str) -> dict[str, Any]:
+    """A report read back and checked; ReportError naming the file where it cannot be used."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ReportError(f"{path}: cannot be read: {e.strerror or e}") from None
+    try:
+        report = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: not JSON ({e}); is it a report written by --tpumem-json or --tpumem-save?") from None
+    check(report, path)
+    return report
+
+
+def check(report: Any, where: str) -> None:
+    """ReportError where ``report`` is not a report of this schema and version, naming the first
+    thing that is wrong."""
+
+    def bad(what: str) -> ReportError:
+        return ReportError(f"{where}: {what}")
+
+    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
+        raise bad(f"not a pytest-tpumem report (no \"schema\": \"{SCHEMA}\")")
+    version = report.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise bad(f"version {version!r} is not a whole number")
+    if version > VERSION:
+        raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
+    if not isinstance(report.get("context"), dict):
+        raise bad("\"context\" is missing or not an object")
+    processes = report.get("processes", [])
+    if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+        raise bad("\"processes\" is not a list of objects")
+    tests = report.get("tests")
+    if not isinstance(tests, dict):
+        raise bad("\"tests\" is missing or not an object")
+    for nodeid, entry in tests.items():
+        if not isinstance(entry, dict):
+            raise bad(f"test {nodeid!r}: not an object")
+        if not isinstance(entry.get("verdict"), str):
+            raise bad(f"test {nodeid!r}: \"verdict\" is missing or not text")
+        for key in ("peak", "growth", "budget", "threshold"):
+            value = entry.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise bad(f"test {nodeid!r}: \"{key}\" is {value!r}, not bytes as a whole number")
+        if not isinstance(entry.get("checks", []), list):
+            raise bad(f"test {nodeid!r}: \"checks\" is not a list")
+        peaks = entry.get("peaks", {})
+        if not isinstance(peaks, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in peaks.values()):
+            raise bad(f"test {nodeid!r}: \"peaks\" is not an object of whole numbers")
+
+
+def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The reports of several processes or hosts (path, report) as one. A test measured in several
+    has the worst verdict, the largest peak and growth, every device's peak (a device label two
+    processes both use, such as each host's ``cpu:0``, is named with the process: ``p1:cpu:0``)
+    and every check, each marked with the process it came from. The context of each process is
+    kept under ``processes``. ReportError where two reports come from the same process (the same
+    file given twice) or from different platforms or device kinds."""
+    if not reports:
+        raise ReportError("nothing to merge: give the reports of the processes")
+    contexts: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, ...], str] = {}
+    tests: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for path, report in reports:
+        for context in report.get("processes") or [report["context"]]:
+            key = (context.get("hostname"), context.get("process_index"), context.get("started"), context.get("pid"))
+            if key in seen:
+                raise ReportError(f"{path}: the same process's report as {seen[key]}; give each process's report once")
+            seen[key] = path
+            for k, what in (("platform", "platform"), ("device_kind", "device kind")):
+                first = contexts[0].get(k) if contexts else None
+                if first and context.get(k) and context[k] != first:
+                    raise ReportError(f"{path}: {what} {context[k]!r}, but {_first_path(seen)} has {first!r}; merge reports of one run")
+            contexts.append(context)
+        index = report["context"].get("process_index")
+        for nodeid, entry in report["tests"].items():
+            tests.setdefault(nodeid, []).append((len(contexts) - 1 if index is None else int(index), entry))
+    merged = {nodeid: _merge_entries(entries) for nodeid, entries in tests.items()}
+    devices = [d for c in contexts for d in c.get("devices") or []]
+    finished = [str(c["finished"]) for c in contexts if c.get("finished")]
+    context = {
+        **contexts[0],
+        "process_index": None,
+        "process_count": max(int(c.get("process_count") or 1) for c in contexts),
+        "merged_from": len(contexts),
+        "devices": devices,
+        "device_count": sum(int(c.get("device_count") or 0) for c in contexts),
+        "started": min(str(c.get("started", "")) for c in contexts),
+        "finished": max(finished) if finished else None,
+    }
+    return build(merged, context, contexts)
+
+
+def _first_path(seen: dict[tuple[Any, ...], str]) -> str:
+    return next(iter(seen.values()))
+
+
+def _merge_entries(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    if len(entries) == 1:
+        return entries[0][1]
+    from ..decisions.verdict import Verdict
+
+    def rank(verdict: str) -> int:
+        try:
+            return Verdict(verdict).rank
+        except ValueError:
+            return len(Verdict)
+
+    peaks: dict[str, int] = {}
+    owner: dict[str, int] = {}
+    for process, entry in entries:
+        for label, value in (entry.get("peaks") or {}).items():
+            if label in owner and owner[label] != process:
+                label = f"p{process}:{label}"
+            owner.setdefault(label, process)
+            peaks[label] = max(value, peaks.get(label, value))
+    figures = {k: [e[k] for _, e in entries if e.get(k) is not None] for k in ("peak", "growth", "host_peak")}
+    first = entries[0][1]
+    return {
+        **first,
+        "outcome": _worst_outcome(e.get("outcome", "") for _, e in entries),
+        "verdict": min((e["verdict"] for _, e in entries), key=rank),
+        "peak": max(figures["peak"], default=None),
+        "peaks": peaks,
+        "growth": max(figures["growth"], default=None),
+        "host_peak": max(figures["host_peak"], default=None),
+        "checks": [{**c, "process_index": process} for process, e in entries for c in e.get("checks", [])],
+    }
+def _worst_outcome(outcomes: Iterable[str]) -> str:
+    order = ("failed", "passed", "skipped", "")
+    return min(outcomes, key=lambda o: order.index(o) if o in order else len(order), default="")

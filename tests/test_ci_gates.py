@@ -1,0 +1,208 @@
+"""CI gates as a user runs them: the JSON report, a baseline saved on one run and enforced on the
+next, bad baselines, pytest-xdist, pytest-benchmark and JUnit XML."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+# Each test holds SIZE float32s (x2 for the second) at its end: its peak is exactly what it holds.
+SIZED = """
+import os, jax.numpy as jnp, pytest
+
+SIZE = int(os.environ["SIZE"])
+
+@pytest.mark.max_hbm("1GB")
+def test_grows():
+    x = jnp.ones((SIZE,), jnp.float32)
+    x.block_until_ready()
+
+@pytest.mark.max_hbm("1GB")
+def test_steady():
+    y = jnp.ones((2_500_000,), jnp.float32)
+    y.block_until_ready()
+"""
+
+
+def _run(pytester, size, *args):
+    pytester.makepyfile(test_sized=SIZED)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", str(size))
+        return pytester.runpytest_subprocess("--tpumem", *args)
+
+
+def test_json_report_has_every_measured_test_with_figures_and_context(pytester):
+    result = _run(pytester, 5_000_000, "--tpumem-json", "out/report.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert report["schema"] == "pytest-tpumem-report" and report["version"] == 1
+    tests = report["tests"]
+    assert set(tests) == {"test_sized.py::test_grows", "test_sized.py::test_steady"}
+    grows = tests["test_sized.py::test_grows"]
+    assert grows["peak"] == 20_000_000 and grows["peaks"] == {"cpu:0": 20_000_000, "cpu:1": 0}  # tests/conftest.py: 2 CPU devices
+    assert grows["budget"] == 10**9 and grows["verdict"] == "ok" and grows["outcome"] == "passed"
+    (check,) = grows["checks"]
+    assert check["check"] == "budget" and check["devices"]["cpu:0"]["witness"] == grows["witness"]
+    context = report["context"]
+    assert context["platform"] == "cpu" and context["device_count"] == 2
+    assert context["process_index"] == 0 and context["process_count"] == 1
+    assert context["versions"]["jax"] and context["env"]["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    result.stdout.fnmatch_lines(["tpumem: report written to *report.json"])
+    from pytest_tpumem.telling.report import read
+
+    assert read(str(pytester.path / "out" / "report.json"))["tests"] == tests  # the project reads it back
+
+
+def test_two_run_flow_fails_a_30_percent_peak_increase_and_passes_a_2_percent_one(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json").assert_outcomes(passed=2)
+    saved = (pytester.path / "base.json").read_bytes()
+
+    worse = _run(pytester, 6_500_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    worse.assert_outcomes(passed=1, failed=1)
+    worse.stdout.fnmatch_lines(
+        ["*tpumem baseline: peak 26.0MB, was 20.0MB in base.json (+30.0%, +6.0MB), beyond peak:10%*"]
+    )
+    assert "test_steady FAILED" not in worse.stdout.str()
+
+    slightly = _run(pytester, 5_100_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    slightly.assert_outcomes(passed=2)
+    slightly.stdout.fnmatch_lines(["*peak*20.0MB*20.4MB*+2.0%*"])
+    assert (pytester.path / "base.json").read_bytes() == saved  # compared, never overwritten
+
+
+def test_without_a_tolerance_the_comparison_is_shown_not_enforced(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*peak*20.0MB*40.0MB*+100.0%*", "*shown, not enforced*"])
+
+
+def test_new_and_missing_tests_and_improvements_are_listed_not_failed(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    pytester.makepyfile(
+        test_sized=SIZED.replace("def test_steady", "def test_renamed")
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", "1000000")
+        result = pytester.runpytest_subprocess(
+            "--tpumem", "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%"
+        )
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "test_renamed" in out and "test_steady" in out and "improved" in out.lower()
+
+
+def test_a_corrupt_baseline_is_a_usage_error_and_left_untouched(pytester):
+    (pytester.path / "base.json").write_text('{"schema": "pytest-tpumem-report", "version": 1, "tests": ')
+    before = (pytester.path / "base.json").read_bytes()
+    result = _run(pytester, 5_000_000, "--tpumem-compare", "base.json", "--tpumem-save", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tpumem-compare *base.json: not JSON*"])
+    assert (pytester.path / "base.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (None, "*base.json: no such file*"),
+        ('{"tests": {}}', "*base.json: not a pytest-tpumem report*"),
+        ('{"schema": "pytest-tpumem-report", "version": 99, "context": {}, "tests": {}}', "*schema version 99 is newer*"),
+        (
+            '{"schema": "pytest-tpumem-report", "version": 1, "context": {}, "tests": {"t": {"verdict": "ok", "peak": "12MB"}}}',
+            "*test 't': \"peak\" is '12MB', not bytes as a whole number*",
+        ),
+    ],
+)
+def test_missing_and_invalid_baselines_are_usage_errors_naming_the_file(pytester, content, says):
+    if content is not None:
+        (pytester.path / "base.json").write_text(content)
+    result = _run(pytester, 5_000_000, "--tpumem-compare", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([says])
+
+
+def test_a_baseline_from_another_device_kind_warns_and_fails_nothing(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    report = json.loads((pytester.path / "base.json").read_text())
+    report["context"]["platform"], report["context"]["device_kind"] = "tpu", "TPU v5 lite"
+    (pytester.path / "base.json").write_text(json.dumps(report))
+    result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*base.json is not comparable*'tpu'*'cpu'*none fails"])
+
+
+def test_the_report_never_overwrites_the_baseline(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    result = _run(pytester, 5_000_000, "--tpumem-compare", "base.json", "--tpumem-json", "base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*it would be overwritten*--tpumem-save*"])
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--tpumem-compare", "b.json", "--tpumem-compare-fail", "peak:ten%"], "*--tpumem-compare-fail*'peak:ten%'*"),
+        (["--tpumem-compare", "b.json", "--tpumem-compare-fail", "memory:10%"], "*'memory:10%' names no figure*"),
+        (["--tpumem-compare-fail", "peak:10%"], "*needs a baseline*--tpumem-compare*"),
+    ],
+)
+def test_bad_tolerances_are_usage_errors(pytester, args, says):
+    (pytester.path / "b.json").write_text("{}")
+    result = _run(pytester, 5_000_000, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([says])
+
+
+def test_xdist_report_has_every_test_exactly_once(pytester):
+    pytester.makepyfile(
+        test_many="""
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.parametrize("i", range(8))
+        @pytest.mark.max_hbm("1GB")
+        def test_one(i):
+            x = jnp.ones((1000 * (i + 1),), jnp.float32)
+            x.block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--tpumem", "--tpumem-json", "r.json")
+    result.assert_outcomes(passed=8)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert sorted(report["tests"]) == sorted(f"test_many.py::test_one[{i}]" for i in range(8))
+    assert all(report["tests"][f"test_many.py::test_one[{i}]"]["peak"] == 4000 * (i + 1) for i in range(8))
+    assert report["context"]["xdist_workers"] == 2 and report["context"]["platform"] == "cpu"
+    assert not list(pytester.path.glob("r.process-*"))  # workers write nothing
+
+
+def test_benchmark_extra_info_has_the_peak_in_the_benchmark_json(pytester, monkeypatch):
+    pytest.importorskip("pytest_benchmark")
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's own workers:
+        monkeypatch.delenv(name, raising=False)  # pytest-benchmark turns itself off under xdist
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp
+
+        def test_bench(benchmark):
+            x = jnp.ones((1_000_000,), jnp.float32)
+            f = jax.jit(lambda a: a * 2)
+            benchmark.pedantic(lambda: f(x).block_until_ready(), rounds=3, iterations=1)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--benchmark-json", "bench.json")
+    result.assert_outcomes(passed=1)
+    (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    info = bench["extra_info"]["tpumem"]
+    assert info["peak"] >= 4_000_000 and set(info["peaks"]) == {"cpu:0", "cpu:1"} and info["witness"]
+    assert info["verdict"] == "ok"
+
+
+def test_junit_properties_are_json_text(pytester):
+    pytester.makepyfile(test_sized=SIZED)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", "1000")
+        pytester.runpytest_subprocess("--tpumem", "--junitxml", "j.xml").assert_outcomes(passed=2)
+    props = ET.parse(pytester.path / "j.xml").findall(".//testcase/properties/property")
+    assert [p.get("name") for p in props] == ["pytest_tpumem", "pytest_tpumem"]
+    rows = [json.loads(p.get("value")) for p in props]
+    assert {r["peaks"]["cpu:0"] for r in rows} == {4000, 10_000_000}
+    assert all(r["check"] == "budget" and r["verdict"] == "ok" for r in rows)

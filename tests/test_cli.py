@@ -1,0 +1,222 @@
+"""``python -m pytest_tpumem`` as a CI runs it: a subprocess, its output and its exit status, on
+reports built by hand (telling.report.build)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_tpumem.telling import report as reports
+from pytest_tpumem.telling.report import entry_of as entry
+
+MB = 10**6
+
+
+def context(**kw):
+    return {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_index": 0, "process_count": 1,
+            "started": "2025-05-01T10:00:00+00:00", "hostname": "h", "pid": 1, **kw}
+
+
+def peak(n, device="cpu:0", budget=None, verdict="ok"):
+    return {"check": "budget" if budget else "peak", "verdict": verdict, "budget": budget,
+            "peaks": {device: n}, "witness": "body-end"}
+
+
+def leak(growth, threshold=100 * MB, verdict="ok"):
+    return {"check": "leak", "verdict": verdict, "growth": growth, "threshold": threshold,
+            "growth_source": "cpu:0 live arrays", "iterations": 3, "warmup": 1}
+
+
+def write(path, tests, **ctx):
+    """A report of ``tests`` (test id -> check records) written to ``path``; its path as text."""
+    reports.write(reports.build({n: entry(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path))
+    return str(path)
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pytest_tpumem", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture
+def base(tmp_path):
+    return write(tmp_path / "base.json", {"t.py::a": [peak(100 * MB), leak(0)], "t.py::b": [peak(50 * MB)]})
+
+
+def run_with(tmp_path, peak_a, peak_b=50 * MB, **ctx):
+    return write(tmp_path / "new.json", {"t.py::a": [peak(peak_a), leak(0)], "t.py::b": [peak(peak_b)]}, **ctx)
+
+
+def test_a_planted_30_percent_rise_fails_beyond_10_percent(tmp_path, base):
+    done = cli("compare", base, run_with(tmp_path, 130 * MB), "--fail", "peak:10%")
+    assert done.returncode == 1, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.endswith("t.py::a"))
+    assert row.split() == ["peak", "100.0MB", "130.0MB", "+30.0%", "+30.0MB", "REGRESSED", "beyond", "peak:10%", "t.py::a"]
+    assert done.stderr == ""
+
+
+def test_its_2_percent_twin_passes(tmp_path, base):
+    done = cli("compare", base, run_with(tmp_path, 102 * MB), "--fail", "peak:10%")
+    assert done.returncode == 0, done.stdout
+    assert "+2.0%" in done.stdout and "REGRESSED" not in done.stdout
+
+
+def test_tolerances_repeat_and_comma_separate_any_one_exceeded_fails(tmp_path, base):
+    new = run_with(tmp_path, 102 * MB, peak_b=60 * MB)  # +2MB (+2%), +10MB (+20%)
+    assert cli("compare", base, new, "--fail", "peak:50%", "--fail", "growth:1MB,peak:5MB").returncode == 1
+    assert cli("compare", base, new, "--fail", "peak:50%,peak:20MB").returncode == 0
+
+
+def test_without_fail_a_regression_is_shown_and_exits_0(tmp_path, base):
+    done = cli("compare", base, run_with(tmp_path, 300 * MB))
+    assert done.returncode == 0
+    assert "+200.0%" in done.stdout and done.stdout.splitlines()[-1].startswith("not judged: add --fail peak:10%")
+
+
+def test_improvements_are_listed_and_do_not_fail(tmp_path, base):
+    done = cli("compare", base, run_with(tmp_path, 60 * MB), "--fail", "peak:10%")
+    assert done.returncode == 0
+    assert any(line.endswith("improved  t.py::a") for line in done.stdout.splitlines()), done.stdout
+
+
+def test_new_and_missing_tests_are_listed(tmp_path, base):
+    new = write(tmp_path / "new.json", {"t.py::a": [peak(100 * MB), leak(0)], "t.py::c": [peak(1)]})
+    done = cli("compare", base, new, "--fail", "peak:10%")
+    assert done.returncode == 0
+    out = done.stdout.splitlines()
+    assert out[out.index(f"new, not in {base}:") + 1] == "  t.py::c"
+    assert out[out.index(f"missing, in {base} but not measured:") + 1] == "  t.py::b"
+
+
+def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
+    done = cli("compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%")
+    assert done.returncode == 0
+    warnings = [line for line in done.stdout.splitlines() if "not comparable" in line]
+    assert warnings == [f"{base} is not comparable: it was taken on platform 'cpu', this run is on 'gpu'; changes are shown, none fails"]
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"{not json", "not JSON"),
+        (json.dumps({"schema": "something-else", "version": 1}).encode(), "not a pytest-tpumem report"),
+        (json.dumps({**reports.build({}, {}), "version": 99}).encode(), "schema version 99 is newer"),
+        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}).encode(), "'big', not bytes"),
+    ],
+    ids=["corrupt", "wrong schema", "newer version", "bad figure"],
+)
+def test_an_unusable_report_exits_2_naming_the_file(tmp_path, base, content, says):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    for args in (("compare", base, bad), ("compare", bad, base), ("show", bad), ("merge", base, bad, "-o", tmp_path / "out.json")):
+        done = cli(*args)
+        assert done.returncode == 2, args
+        assert done.stderr.count("\n") == 1 and f"{bad}: " in done.stderr and says in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_missing_file_exits_2_naming_it(tmp_path, base):
+    done = cli("compare", base, tmp_path / "nowhere.json")
+    assert done.returncode == 2
+    assert done.stderr == f"python -m pytest_tpumem compare: error: {tmp_path / 'nowhere.json'}: no such file\n"
+
+
+@pytest.mark.parametrize("value", ["peek:10%", "peak:10Gb", "peak", "peak:10%,growth:lots", ","])
+def test_a_bad_fail_expression_exits_2_naming_it(tmp_path, base, value):
+    done = cli("compare", base, base, "--fail", value)
+    assert done.returncode == 2
+    assert done.stderr.startswith("python -m pytest_tpumem compare: error: --fail") and done.stderr.count("\n") == 1
+    named = value.split(",")[-1] if "lots" in value else value
+    assert repr(named) in done.stderr, done.stderr
+
+
+def process_report(tmp_path, index, leak_verdict="ok"):
+    device = f"cpu:{index}"
+    tests = {
+        "t.py::shared": [peak((index + 1) * 10 * MB, device, budget=100 * MB), leak(index * MB, verdict=leak_verdict)],
+        f"t.py::only_{index}": [peak(MB, device)],
+    }
+    return write(tmp_path / f"r.process-{index}-of-2.json", tests, process_index=index, process_count=2, pid=100 + index)
+
+
+def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp_path):
+    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1, leak_verdict="leak")
+    out = tmp_path / "merged.json"
+    done = cli("merge", r0, r1, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out}: 3 tests from 2 processes\n"
+    merged = reports.read(str(out))
+    assert sorted(merged["tests"]) == ["t.py::only_0", "t.py::only_1", "t.py::shared"]
+    shared = merged["tests"]["t.py::shared"]
+    assert shared["peaks"] == {"cpu:0": 10 * MB, "cpu:1": 20 * MB} and shared["peak"] == 20 * MB
+    assert shared["verdict"] == "leak" and shared["growth"] == MB
+    assert [c["process_index"] for c in merged["processes"]] == [0, 1]
+    assert merged["context"]["merged_from"] == 2 and merged["summary"] == {"measured": 3, "failed": 1}
+    shown = cli("show", out)
+    assert shown.returncode == 0 and "merged from 2 processes" in shown.stdout
+
+
+def test_merge_refuses_a_report_given_twice_and_an_output_that_is_an_input(tmp_path):
+    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1)
+    before = open(r0, "rb").read()
+    twice = cli("merge", r0, r0, "-o", tmp_path / "out.json")
+    assert twice.returncode == 2 and f"{r0}: the same process's report as {r0}" in twice.stderr
+    over = cli("merge", r0, r1, "-o", r0)
+    assert over.returncode == 2 and f"{r0}: is also one of the reports to merge" in over.stderr
+    through_another_path = cli("merge", "r.process-0-of-2.json", r1, "-o", "./r.process-0-of-2.json", cwd=tmp_path)
+    assert through_another_path.returncode == 2
+    assert open(r0, "rb").read() == before and not (tmp_path / "out.json").exists()
+
+
+def test_show_prints_the_context_and_the_tests_worst_first(tmp_path):
+    path = write(
+        tmp_path / "r.json",
+        {"t.py::fine": [peak(10 * MB, budget=100 * MB)], "t.py::over": [peak(200 * MB, budget=100 * MB, verdict="over budget")]},
+        versions={"python": "3.12.1", "jax": "0.6.0"},
+        git={"commit": "abc123", "dirty": False},
+    )
+    done = cli("show", path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[:4] == [
+        "platform cpu, device kind cpu, 1 device",
+        "versions: python 3.12.1, jax 0.6.0",
+        "git commit abc123",
+        "process 0 of 1 on h, started 2025-05-01T10:00:00+00:00",
+    ]
+    assert [line.split() for line in out[5:]] == [
+        ["verdict", "peak", "budget", "growth/iter", "test"],
+        ["over", "budget", "200.0MB", "100.0MB", "-", "t.py::over"],
+        ["ok", "10.0MB", "100.0MB", "-", "t.py::fine"],
+        ["2", "measured,", "1", "failed", "a", "memory", "check"],
+    ]
+
+
+def test_help_names_every_command_and_the_exit_codes():
+    done = cli("--help")
+    assert done.returncode == 0
+    for word in ("show", "compare", "merge", "exit status"):
+        assert word in done.stdout
+    compare = cli("compare", "--help").stdout
+    assert "--fail EXPR" in compare and "peak:10%" in compare
+    assert cli().returncode == 2  # no command: argparse's usage error
+
+
+def test_no_jax_is_imported(tmp_path, base):
+    new = run_with(tmp_path, 130 * MB)
+    out = tmp_path / "merged.json"
+    script = (
+        "import runpy, sys\n"
+        f"for argv in {[['show', base], ['compare', base, new, '--fail', 'peak:10%'], ['merge', base, '-o', str(out)]]!r}:\n"
+        "    sys.argv = ['pytest_tpumem', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('pytest_tpumem', run_name='__main__', alter_sys=True)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'numpy', 'pytest', '_pytest')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+    assert out.exists()

@@ -1,0 +1,229 @@
+"""--tpumem-leak-check=all: every test of a run leak-checked without markers, unittest.TestCase
+methods included (absltest/parameterized suites), with a planted leak that must fail and a clean
+twin that must pass; tests that cannot be re-run say so in one line."""
+
+import pytest
+
+SUITE = """
+import logging, unittest
+import jax, jax.numpy as jnp, pytest
+
+try:
+    from absl.testing import parameterized
+    Base = parameterized.TestCase
+except ImportError:  # absl is optax's dependency; plain unittest otherwise
+    parameterized, Base = None, unittest.TestCase
+
+N = 4_000_000  # float32: 16 MB
+kept = []
+
+
+class LeakyCase(Base):
+    def setUp(self):
+        super().setUp()
+        self.scale = 2.0
+
+    def test_keeps_every_result(self):
+        kept.append(jnp.ones((N,), jnp.float32) * self.scale)  # the planted leak: 16 MB a run
+
+
+class CleanCase(Base):
+    def setUp(self):
+        super().setUp()
+        self.params = jnp.ones((N,), jnp.float32)  # made once in setUp: not growth
+
+    def test_uses_and_drops(self):
+        y = jax.jit(lambda p: p * 2 + 1)(self.params)
+        self.assertEqual(y.shape, (N,))
+
+
+def test_clean_function():
+    x = jnp.ones((N,), jnp.float32)
+    assert float(x.sum()) == N
+
+
+def test_leaky_function():
+    kept.append(jnp.zeros((N,), jnp.float32) + 1)
+"""
+
+
+def test_sweep_fails_the_planted_leaky_testcase_and_function_and_passes_their_clean_twins(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB", "-rf")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ LeakyCase.test_keeps_every_result _*",
+            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 2 iterations (threshold 10.0MB/iteration)",
+            "*16.0MB/iteration  2 arrays f32?4000000? on cpu:0  at test_suite.py:20 in LeakyCase.test_keeps_every_result",
+            "*_ test_leaky_function _*",
+            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 2 iterations (threshold 10.0MB/iteration)",
+        ]
+    )
+    assert "CleanCase" not in result.stdout.str().split("short test summary")[-1]
+
+
+def test_sweep_runs_a_testcase_method_on_its_instance_with_setup_and_teardown_once(pytester):
+    pytester.makepyfile(
+        """
+        import unittest
+        calls = []
+
+        class T(unittest.TestCase):
+            def setUp(self):
+                calls.append("setUp")
+            def tearDown(self):
+                calls.append("tearDown")
+            def test_it(self):
+                calls.append(id(self))
+
+        def test_after():
+            assert calls[0] == "setUp" and calls[-1] == "tearDown"
+            runs = calls[1:-1]
+            assert len(runs) == 3 and len(set(runs)) == 1  # 1 warmup + 2 iterations, one instance
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+
+
+def test_leak_check_false_exempts_a_test_from_the_sweep(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+        kept = []
+
+        @pytest.mark.leak_check(False)
+        def test_exempt():
+            kept.append(jnp.ones((4_000_000,)))
+
+        def test_checked():
+            kept.append(jnp.ones((4_000_000,)))
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*1 measured, 1 failed a memory check*"])
+    assert "test_exempt FAILED" not in result.stdout.str()
+
+
+def test_ini_turns_the_sweep_on(pytester):
+    pytester.makeini("[pytest]\ntpumem = true\ntpumem_leak_check = all\ntpumem_leak_threshold = 10MB\n")
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp
+        kept = []
+
+        def test_checked():
+            kept.append(jnp.ones((4_000_000,)))
+        """
+    )
+    pytester.runpytest_subprocess().assert_outcomes(failed=1)
+
+
+@pytest.mark.parametrize("spelled", ["leak_check('no')", "leak_check(0)"])
+def test_a_bad_exemption_fails_that_test_with_one_line(pytester, spelled):
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.{spelled}
+        def test_it():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*@pytest.mark.{spelled}: enabled=*: expected True or False*"])
+
+
+def test_a_test_that_cannot_run_twice_says_so_in_one_line(pytester):
+    pytester.makepyfile(
+        """
+        import unittest
+        state = {"n": 0}
+
+        def test_counter():
+            state["n"] += 1
+            assert state["n"] == 1, "ran twice"
+
+        class T(unittest.TestCase):
+            opened = False
+            def test_once(self):
+                self.assertFalse(T.opened, "already open")
+                T.opened = True
+
+        def test_fails_on_its_own():
+            assert 1 == 2
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-rf")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "test_counter cannot be leak-checked: it passed its first run but raised on run 2 of 3: AssertionError: ran twice*"
+            "not re-runnable*exempt it with @pytest.mark.leak_check(False)",
+            "test_once cannot be leak-checked: it passed its first run but raised on run 2 of 3: AssertionError: True is not false : already open*",
+            # a test that fails its first run fails with its own error, not the re-run line
+            "*_ test_fails_on_its_own _*",
+            ">       assert 1 == 2",
+        ]
+    )
+
+
+def test_each_run_sees_its_own_log_records_and_the_report_keeps_one_runs(pytester):
+    pytester.makepyfile(
+        """
+        import logging
+        log = logging.getLogger("suite")
+
+        def test_logs_an_exception(caplog):
+            try:
+                raise ValueError("x" * 100)
+            except ValueError:
+                log.exception("failed to load")
+            assert len(caplog.records) == 1  # what pytest captured in this run only
+            assert False, "show the log"
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all")
+    result.assert_outcomes(failed=1)
+    # the first run fails (assert False) with the captured log of that run: one record
+    assert result.stdout.str().count("ERROR    suite:") == 1
+
+
+def test_log_records_of_reruns_do_not_accumulate(pytester):
+    pytester.makepyfile(
+        """
+        import logging
+        log = logging.getLogger("suite")
+        seen = []
+
+        def test_logs(caplog):
+            log.warning("run")
+            seen.append(len(caplog.records))
+
+        def test_after():
+            assert seen == [1, 1, 1]
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+
+
+def test_doctests_are_not_swept_and_the_summary_counts_them(pytester):
+    pytester.makepyfile(
+        '''
+        def f():
+            """
+            >>> 1 + 1
+            2
+            """
+
+        def test_plain():
+            pass
+        '''
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--doctest-modules")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["tpumem: 1 test not leak-checked by --tpumem-leak-check=all: not re-runnable*"])
