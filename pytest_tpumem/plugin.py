@@ -48,8 +48,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
     config.stash[options.SETTINGS] = settings
     if settings.enabled:
+        from .glue import chips
         from .glue.session import TpuMem
 
+        try:  # pytest-xdist on a TPU host: chips of its own for each worker (--tpumem-tpu-chips)
+            chips.check_controller(config, settings)
+            chips.apply(config, settings)
+        except options.SettingError as e:
+            raise pytest.UsageError(f"pytest-tpumem: {e}") from None
         config.pluginmanager.register(TpuMem(config, settings), "tpumem-session")
         return
     unused = options.unused_when_off(settings)
