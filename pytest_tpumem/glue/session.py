@@ -365,8 +365,6 @@ class TpuMem:
     def _platform(self) -> dict[str, Any]:
         """The run's platform and device kind, as a report's context says them ({} before the backend is read)."""
         backend = self._backend or next(iter(self.worker_backends.values()), None) or {}
-        if "error" in backend or not backend:
-            return {}
         return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
 
     def progress(self) -> Any:

@@ -62,10 +62,14 @@ def git(directory: str) -> dict[str, Any] | None:
 
 
 def process() -> tuple[int, int]:
-    """(index, count) of this process among jax.distributed's processes; (0, 1) where jax is not
-    imported or its backend not started (never started here to find out)."""
-    from .jaxcompat import backends_started
+    """(index, count) of this process among jax.distributed's processes: from jax.distributed's
+    state where it was initialized (a process that measured nothing has no backend started), else
+    from the backend where it is started; (0, 1) otherwise (never started here to find out)."""
+    from .jaxcompat import backends_started, distributed_process
 
+    known = distributed_process()
+    if known is not None:
+        return known
     if not backends_started():
         return 0, 1
     import jax

@@ -89,6 +89,21 @@ def backends_started() -> bool:
         return False
 
 
+def distributed_process() -> tuple[int, int] | None:
+    """(process id, process count) where jax.distributed.initialize was called, read from jax's
+    distributed state without starting a backend; None where it was not (or this jax cannot tell)."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        from jax._src.distributed import global_state
+
+        if global_state.client is None or global_state.num_processes is None:
+            return None
+        return int(global_state.process_id), int(global_state.num_processes)
+    except Exception:
+        return None
+
+
 # --- compiled programs ---------------------------------------------------------------------------
 
 
