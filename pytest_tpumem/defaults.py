@@ -11,3 +11,4 @@ UPCAST_MIN = 2**20  # a float32 array converted from bf16/f16 is named when at l
 SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (arguments + result) is not compiled
 SWEEP_ITERATIONS = 2  # --tpumem-leak-check=all: runs judged after the warmup (both must grow)
 SWEEP_WARMUP = 1  # --tpumem-leak-check=all: runs before the baseline
+COMPARE_FLOOR = 10**6  # a percentage tolerance judges only changes of at least this many bytes

@@ -43,7 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in markers.MARKERS:
         config.addinivalue_line("markers", markers.help_line(marker))
     try:
-        settings = options.resolve(config.getoption, config.getini, str(config.invocation_params.dir))
+        ini_dir = str(config.inipath.parent) if config.inipath is not None else None
+        settings = options.resolve(config.getoption, config.getini, str(config.invocation_params.dir), ini_dir)
     except options.SettingError as e:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
     config.stash[options.SETTINGS] = settings

@@ -206,3 +206,68 @@ def test_junit_properties_are_json_text(pytester):
     rows = [json.loads(p.get("value")) for p in props]
     assert {r["peaks"]["cpu:0"] for r in rows} == {4000, 10_000_000}
     assert all(r["check"] == "budget" and r["verdict"] == "ok" for r in rows)
+
+
+def test_a_test_that_failed_in_the_baseline_is_shown_not_judged(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    report = json.loads((pytester.path / "base.json").read_text())
+    report["tests"]["test_sized.py::test_grows"]["outcome"] = "failed"  # cut short on main
+    (pytester.path / "base.json").write_text(json.dumps(report))
+    result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*peak*20.0MB*40.0MB*+100.0%*"])
+
+
+def test_a_regression_is_in_the_report_as_its_verdict(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%", "--tpumem-json", "r.json")
+    report = json.loads((pytester.path / "r.json").read_text())
+    entry = report["tests"]["test_sized.py::test_grows"]
+    assert entry["verdict"] == "regressed" and entry["outcome"] == "failed"
+    assert entry["checks"][-1] == {
+        "check": "baseline",
+        "verdict": "regressed",
+        "changes": [{"figure": "peak", "old": 20_000_000, "new": 40_000_000, "beyond": "peak:10%"}],
+    }
+    assert report["summary"]["failed"] == 1
+
+
+def test_a_run_cut_short_does_not_replace_the_baseline(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    saved = (pytester.path / "base.json").read_bytes()
+    pytester.makepyfile(test_first="def test_fails():\n    assert False\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", "1000")
+        result = pytester.runpytest_subprocess("--tpumem", "-x", "--tpumem-save", "base.json", "test_first.py", "test_sized.py")
+    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: the run stopped early*"])
+    assert (pytester.path / "base.json").read_bytes() == saved
+
+
+def test_ini_paths_are_taken_from_the_ini_files_directory(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "baselines/base.json")
+    pytester.makeini(
+        "[pytest]\ntpumem = true\ntpumem_compare = baselines/base.json\ntpumem_compare_fail =\n    peak:10%\n"
+        "tpumem_json = out/r.json\n"
+    )
+    sub = pytester.mkdir("sub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", "10000000")
+        mp.chdir(sub)
+        result = pytester.runpytest_subprocess(str(pytester.path / "test_sized.py"))
+    result.assert_outcomes(passed=1, failed=1)
+    assert (pytester.path / "out" / "r.json").exists()
+
+
+def test_a_gate_in_the_ini_does_nothing_while_tpumem_is_off(pytester):
+    pytester.makeini("[pytest]\ntpumem_compare_fail = peak:10%\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*pytest-tpumem is off, so --tpumem-compare-fail (or its ini twin) has no effect*"])
+
+
+def test_growth_takes_a_size_not_a_percentage(pytester):
+    (pytester.path / "b.json").write_text("{}")
+    result = _run(pytester, 1000, "--tpumem-compare", "b.json", "--tpumem-compare-fail", "growth:10%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'growth:10%': growth takes a size (growth:10MB), not a percentage*"])

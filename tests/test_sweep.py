@@ -63,24 +63,31 @@ def test_sweep_fails_the_planted_leaky_testcase_and_function_and_passes_their_cl
     assert "CleanCase" not in result.stdout.str().split("short test summary")[-1]
 
 
-def test_sweep_runs_a_testcase_method_on_its_instance_with_setup_and_teardown_once(pytester):
+def test_sweep_runs_a_testcase_method_on_its_instance_with_setup_and_teardown_around_each_run(pytester):
     pytester.makepyfile(
         """
         import unittest
+        from unittest import mock
         calls = []
 
         class T(unittest.TestCase):
             def setUp(self):
                 calls.append("setUp")
+                patcher = mock.patch("os.getcwd", return_value="/patched")
+                self.getcwd = patcher.start()
+                self.addCleanup(patcher.stop)
             def tearDown(self):
                 calls.append("tearDown")
             def test_it(self):
+                import os
                 calls.append(id(self))
+                os.getcwd()
+                self.getcwd.assert_called_once()  # a fresh mock each run, as unittest gives each test
 
         def test_after():
-            assert calls[0] == "setUp" and calls[-1] == "tearDown"
-            runs = calls[1:-1]
+            runs = [c for c in calls if isinstance(c, int)]
             assert len(runs) == 3 and len(set(runs)) == 1  # 1 warmup + 2 iterations, one instance
+            assert calls == ["setUp", runs[0], "tearDown"] * 3
         """
     )
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-p", "no:randomly")
@@ -137,27 +144,37 @@ def test_a_bad_exemption_fails_that_test_with_one_line(pytester, spelled):
     result.stdout.fnmatch_lines([f"*@pytest.mark.{spelled}: enabled=*: expected True or False*"])
 
 
-def test_a_test_that_cannot_run_twice_says_so_in_one_line(pytester):
-    pytester.makepyfile(
+COUNTER = """
+import unittest
+state = {"n": 0}
+
+def test_counter():
+    state["n"] += 1
+    assert state["n"] == 1, "ran twice"
+
+class T(unittest.TestCase):
+    opened = False
+    def test_once(self):
+        self.assertFalse(T.opened, "already open")
+        T.opened = True
+
+def test_fails_on_its_own():
+    assert 1 == 2
+"""
+
+
+def test_under_a_marker_a_test_that_cannot_run_twice_fails_saying_so_in_one_line(pytester):
+    pytester.makeconftest(
         """
-        import unittest
-        state = {"n": 0}
+        import pytest
 
-        def test_counter():
-            state["n"] += 1
-            assert state["n"] == 1, "ran twice"
-
-        class T(unittest.TestCase):
-            opened = False
-            def test_once(self):
-                self.assertFalse(T.opened, "already open")
-                T.opened = True
-
-        def test_fails_on_its_own():
-            assert 1 == 2
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                item.add_marker(pytest.mark.leak_check(iterations=2))
         """
     )
-    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-rf")
+    pytester.makepyfile(COUNTER)
+    result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
@@ -169,6 +186,54 @@ def test_a_test_that_cannot_run_twice_says_so_in_one_line(pytester):
             ">       assert 1 == 2",
         ]
     )
+
+
+def test_under_the_sweep_a_test_that_cannot_run_twice_keeps_its_pass_with_a_warning(pytester):
+    pytester.makepyfile(COUNTER)
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all")
+    result.assert_outcomes(passed=2, failed=1, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*PytestWarning: test_counter cannot be leak-checked: it passed its first run but raised on run 2 of 3*",
+            "*PytestWarning: test_once cannot be leak-checked*",
+            "tpumem: 2 tests passed but could not be leak-checked by --tpumem-leak-check=all*leak_check(False)",
+        ]
+    )
+
+
+def test_pytest_benchmark_tests_are_not_swept(pytester, monkeypatch):
+    pytest.importorskip("pytest_benchmark")
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp
+
+        def test_bench(benchmark):
+            x = jnp.ones((1000,))
+            benchmark(lambda: (x + 1).block_until_ready())
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tpumem: 1 test not leak-checked by --tpumem-leak-check=all*"])
+
+
+def test_record_property_and_recwarn_see_one_run(pytester):
+    pytester.makepyfile(
+        """
+        import warnings
+
+        def test_props(record_property, recwarn):
+            record_property("run", 1)
+            warnings.warn("once", UserWarning)
+            assert len(recwarn) == 1
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--junitxml", "j.xml")
+    result.assert_outcomes(passed=1)
+    xml = (pytester.path / "j.xml").read_text()
+    assert xml.count('name="run"') == 1
 
 
 def test_each_run_sees_its_own_log_records_and_the_report_keeps_one_runs(pytester):

@@ -3,9 +3,13 @@ and judged against tolerances such as ``peak:10%``, ``peak:50MB`` or ``growth:10
 
 A figure regresses when it grew beyond *any* tolerance given for it (as pytest-benchmark's
 ``--benchmark-compare-fail``): ``peak:10%`` fails 100MB -> 111MB, ``peak:50MB`` fails 100MB ->
-151MB. It improves when it fell by as much. Without a tolerance for a figure, its changes are shown,
-never judged. A baseline taken on another platform or device kind is not comparable: its figures
-are shown, and nothing is failed for them.
+151MB. It improves when it fell by as much. A percentage judges only changes of at least
+defaults.COMPARE_FLOOR (1MB): 16 bytes more on a 100-byte test is not a memory regression.
+``growth`` takes sizes only: clean code grows by about 0 per iteration (+-0.5MB of host noise),
+so a percentage of it is noise. Without a tolerance for a figure, its changes are shown, never
+judged; neither are those of a test that failed in the baseline (its figures were cut short). A
+baseline taken on another platform or device kind is not comparable: its figures are shown, and
+nothing is failed for them.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .. import defaults
 from ..units import SizeError, format_size, parse_size
 
 FIGURES = ("peak", "growth")
@@ -31,11 +36,12 @@ class Tolerance:
     text: str  # as written: "peak:10%"
 
     def exceeded(self, old: int, new: int) -> bool:
-        """``new`` is above ``old`` by more than this tolerance (a rise from 0 exceeds any percentage)."""
+        """``new`` is above ``old`` by more than this tolerance. A percentage needs a change of at
+        least defaults.COMPARE_FLOOR too (a rise from 0 by that much exceeds any percentage)."""
         if new <= old:
             return False
         if self.relative:
-            return old == 0 or (new - old) > self.amount * old
+            return new - old >= defaults.COMPARE_FLOOR and (new - old) > self.amount * abs(old)
         return new - old > self.amount
 
 
@@ -50,6 +56,11 @@ def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Toleranc
     amount = amount.strip()
     match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*%", amount)
     if match:
+        if figure == "growth":
+            raise ToleranceError(
+                f"{where}: {raw!r}: growth takes a size (growth:10MB), not a percentage: clean code grows by "
+                "about 0 per iteration, so a percentage of it is noise"
+            )
         return Tolerance(figure, float(match.group(1)) / 100, True, f"{figure}:{amount}")
     try:
         size = parse_size(amount, what=f"{where} {raw!r}")
@@ -89,7 +100,7 @@ class Change:
 
     @property
     def percent(self) -> float | None:
-        return None if self.old == 0 else 100.0 * (self.new - self.old) / self.old
+        return None if self.old == 0 else 100.0 * (self.new - self.old) / abs(self.old)
 
     def describe(self, baseline: str = "the baseline") -> str:
         """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
@@ -104,8 +115,17 @@ class Change:
         return line
 
 
+def comparable(old: dict[str, Any]) -> bool:
+    """A baseline entry whose figures can judge a run: the test did not fail there (a failed test's
+    figures stop where it failed)."""
+    return old.get("outcome") != "failed"
+
+
 def compare_entry(nodeid: str, old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...]) -> list[Change]:
-    """The figures of one test that differ between the baseline's entry and this run's."""
+    """The figures of one test that differ between the baseline's entry and this run's (judged
+    only where the baseline's entry is comparable)."""
+    if not comparable(old):
+        tolerances = ()
     changes = []
     for figure in FIGURES:
         a, b = old.get(figure), new.get(figure)

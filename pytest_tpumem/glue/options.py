@@ -225,14 +225,19 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
     return raw, where
 
 
-def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], base_dir: str = "") -> Settings:
+def resolve(
+    getoption: Callable[[str], Any], getini: Callable[[str], Any], base_dir: str = "", ini_dir: str | None = None
+) -> Settings:
     """Build the frozen settings; raise SettingError naming the value and where it came from.
-    A relative directory is taken from ``base_dir`` (where pytest was invoked)."""
+    A relative path is taken from ``base_dir`` (where pytest was invoked) on the command line, and
+    from ``ini_dir`` (the ini file's directory) in the ini, as a path written in a file is read."""
     values: dict[str, Any] = {}
     for name, flag, _help, kind in OPTIONS:
         raw, where = _raw(name, flag, kind, getoption, getini)
         if raw is not None:
             values[name] = _convert(raw, kind, where)
+            if kind == "path":
+                values[name] = _absolute(values[name], ini_dir if where.startswith("ini") and ini_dir else base_dir)
     settings = Settings(
         enabled=values.get("tpumem", False),
         max_hbm=values.get("tpumem_max_hbm"),
@@ -242,29 +247,40 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any], base_
         target=values.get("tpumem_target"),
         recompile=values.get("tpumem_recompile", RECOMPILE[0]),
         no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
-        profile_dir=_absolute(values.get("tpumem_profile_dir"), base_dir),
+        profile_dir=values.get("tpumem_profile_dir"),
         leak_check=values.get("tpumem_leak_check", LEAK_CHECK[0]),
-        json_path=_absolute(values.get("tpumem_json"), base_dir),
-        save_path=_absolute(values.get("tpumem_save"), base_dir),
-        compare_path=_absolute(values.get("tpumem_compare"), base_dir),
+        json_path=values.get("tpumem_json"),
+        save_path=values.get("tpumem_save"),
+        compare_path=values.get("tpumem_compare"),
         compare_fail=values.get("tpumem_compare_fail", ()),
         tpu_chips=values.get("tpumem_tpu_chips"),
         given=frozenset(values),
     )
-    if settings.json_path is not None and settings.json_path == settings.compare_path:
+    if not settings.enabled:
+        return settings  # unused_when_off() warns about what is set
+    if settings.json_path is not None and settings.compare_path is not None and _same(settings.json_path, settings.compare_path):
         raise SettingError(
             f"--tpumem-json {settings.json_path} is the baseline --tpumem-compare reads: it would be overwritten; "
             "write the report elsewhere, or replace the baseline with --tpumem-save"
         )
     if settings.compare_fail and settings.compare_path is None:
-        raise SettingError("--tpumem-compare-fail needs a baseline to compare with: give --tpumem-compare PATH")
+        raise SettingError(
+            "--tpumem-compare-fail (or ini tpumem_compare_fail) needs a baseline to compare with: "
+            "give --tpumem-compare PATH (or ini tpumem_compare)"
+        )
     return settings
 
 
-def _absolute(path: str | None, base_dir: str) -> str | None:
+def _same(a: str, b: str) -> bool:
     import os
 
-    return None if path is None else os.path.abspath(os.path.join(base_dir, os.path.expanduser(path)))
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _absolute(path: str, base_dir: str) -> str:
+    import os
+
+    return os.path.abspath(os.path.join(base_dir, os.path.expanduser(path)))
 
 
 def unused_when_off(settings: Settings) -> list[str]:

@@ -3,6 +3,7 @@ kept frozen in the item's stash: the call hook and the judgement read it from th
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -30,7 +31,7 @@ class TestPlan:
     recompile: bool = False  # clear jax's caches when it starts, so that every program it runs is compiled inside it
     error: str | None = None
     benchmark: bool = False  # uses pytest-benchmark's fixture: its peak goes into benchmark.extra_info
-    unswept: bool = False  # --tpumem-leak-check=all could not re-run it (a doctest, an async test)
+    unswept: bool = False  # --tpumem-leak-check=all cannot re-run it (a doctest, an async test, a benchmark)
 
     __test__ = False  # not a test class, whatever pytest's collection thinks of the name
 
@@ -58,7 +59,8 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
         leak = _leak(item, settings)
     except markers.MarkerError as e:
         return TestPlan(error=str(e))
-    why = "" if leak is None else cannot_rerun_why(item)
+    benchmark = "benchmark" in getattr(item, "fixturenames", ()) and "jax" in sys.modules  # a benchmark of jax code
+    why = "" if leak is None else cannot_rerun_why(item, benchmark)
     unswept = False
     if why:
         if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
@@ -70,7 +72,6 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
     recompile = budget is not None and (
         budget.target is not None or settings.recompile == "all" or (settings.recompile == "marked" and marked)
     )
-    benchmark = "benchmark" in getattr(item, "fixturenames", ())
     return TestPlan(budget, leak, recompile, benchmark=benchmark, unswept=unswept)
 
 
@@ -120,13 +121,15 @@ def is_unittest(item: pytest.Item) -> bool:
     return cls is not None and issubclass(cls, unittest.TestCase)
 
 
-def cannot_rerun_why(item: pytest.Item) -> str:
+def cannot_rerun_why(item: pytest.Item, benchmark: bool = False) -> str:
     """"" for a test whose body can be run again on its own: a test function (its fixtures kept),
-    or a unittest.TestCase method (on its instance, setUp and tearDown once). "async" for async
-    ones, "other" for doctests and other items."""
+    or a unittest.TestCase method (on its instance). "async" for async ones, "benchmark" for a
+    pytest-benchmark test (its fixture runs once a test), "other" for doctests and other items."""
     import inspect
 
     if not isinstance(item, pytest.Function):
         return "other"
+    if benchmark:
+        return "benchmark"
     fn = getattr(item, "obj", None)
     return "async" if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) else ""

@@ -1,13 +1,19 @@
 """Running a test's body again for its leak check, as pytest would run it once.
 
-Two things differ from a plain run and are set right here:
+What pytest keeps per test would pile up across runs, and is put back before each run as it
+was when the call began, so each run sees (and the report shows) one run's worth, the last one's:
 
-- pytest's log capture keeps every record of the call phase (for ``caplog`` and for the report).
-  Across re-runs those records pile up -- a test that logs an exception with its traceback on each
-  run would "grow" by them. Before each run the capture is put back as it was when the call began,
-  so each run sees (and the report shows) one run's records, the last one's.
-- A test that passes its first run and raises on a later one is not re-runnable (state kept
-  between runs); it fails with one line saying so, and how to exempt it, not with its later error.
+- the log capture's records (``caplog`` and the report's): a test that logs an exception with its
+  traceback on each run would otherwise "grow" by them;
+- ``item.user_properties`` (``record_property``, and the JUnit XML properties made of them);
+- the ``recwarn`` fixture's warnings.
+
+A unittest.TestCase method gets its ``tearDown``, cleanups and ``setUp`` between runs, as unittest
+runs each test: mocks and patches made in ``setUp`` are fresh for every run.
+
+A test that passes its first run and raises on a later one is not re-runnable (state kept between
+runs). Under a marker it fails with one line saying so, and how to exempt it; under the sweep it
+keeps its first run's pass, with a warning saying it could not be leak-checked.
 """
 
 from __future__ import annotations
@@ -18,28 +24,34 @@ from typing import Any, Callable
 import pytest
 
 from ..telling import text
-from .failures import fail
 
 _PASSED_THROUGH = (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest)
 
 
-class _LogCapture:
-    """pytest's call-phase log handlers (the logging plugin's), marked where the call began."""
+class _PerTest:
+    """What pytest keeps for the test during its call, marked where the call began."""
 
-    def __init__(self, config: pytest.Config):
-        plugin = config.pluginmanager.get_plugin("logging-plugin")
+    def __init__(self, item: pytest.Item):
+        plugin = item.config.pluginmanager.get_plugin("logging-plugin")
         self.handlers = []
         for name in ("caplog_handler", "report_handler"):
             handler = getattr(plugin, name, None)
             records, stream = getattr(handler, "records", None), getattr(handler, "stream", None)
             if isinstance(records, list) and hasattr(stream, "truncate"):
-                self.handlers.append((records, len(records), stream, stream.tell()))
+                self.handlers.append((handler, len(records), stream, stream.tell()))
+        self.item = item
+        self.properties = len(item.user_properties)
 
     def reset(self) -> None:
-        for records, length, stream, position in self.handlers:
-            del records[length:]
-            stream.seek(position)
-            stream.truncate()
+        for handler, length, stream, position in self.handlers:
+            del handler.records[length:]
+            now = handler.stream  # caplog.clear() gives the handler a new, empty stream
+            now.seek(position if now is stream else 0)
+            now.truncate()
+        del self.item.user_properties[self.properties:]
+        recwarn = getattr(self.item, "funcargs", {}).get("recwarn")
+        if recwarn is not None and hasattr(recwarn, "clear"):
+            recwarn.clear()
 
 
 class Reruns:
@@ -47,23 +59,40 @@ class Reruns:
     after the first, and turns an error of a later run into the not-re-runnable failure (via
     ``failure()``, called by the caller in its except block)."""
 
-    def __init__(self, item: pytest.Item, call: Callable[[], Any], total: int):
-        self.item, self.call, self.total = item, call, total
+    def __init__(self, item: pytest.Item, call: Callable[[], Any], total: int, between: Callable[[], Any] | None = None):
+        self.item, self.call, self.total, self.between = item, call, total, between
         self.runs = 0
-        self.logs = _LogCapture(item.config)
+        self.kept = _PerTest(item)
 
     def __call__(self) -> Any:
         self.runs += 1
         if self.runs > 1:
-            self.logs.reset()
+            if self.between is not None:
+                self.between()
+            self.kept.reset()
         return self.call()
 
-    def failure(self, error: BaseException) -> None:
-        """Where ``error`` came from a run after a passed first one, fail the test saying it is not
-        re-runnable; otherwise return (the caller re-raises: the test's own failure, a skip, an
-        out-of-memory)."""
+    def not_rerunnable(self, error: BaseException) -> str | None:
+        """Where ``error`` came from a run after a passed first one: the line saying the test
+        cannot be re-run. None otherwise (the test's own failure, a skip, an out-of-memory: the
+        caller re-raises it)."""
         from ..decisions.oom import is_oom
 
         if self.runs <= 1 or not isinstance(error, (Exception, pytest.fail.Exception)) or isinstance(error, _PASSED_THROUGH) or is_oom(error):
-            return
-        fail(text.not_rerunnable(self.item.name, self.runs, self.total, error))
+            return None
+        return text.not_rerunnable(self.item.name, self.runs, self.total, error)
+
+
+def unittest_between(method: Any) -> Callable[[], None] | None:
+    """For a unittest.TestCase method: what unittest does between two tests of its instance
+    (tearDown, the cleanups, setUp), to run between two runs of it. None for anything else."""
+    instance = getattr(method, "__self__", None)
+    if not isinstance(instance, unittest.TestCase):
+        return None
+
+    def between() -> None:
+        instance.tearDown()
+        instance.doCleanups()
+        instance.setUp()
+
+    return between

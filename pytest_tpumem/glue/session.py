@@ -17,7 +17,7 @@ from ..telling.files import save_budget
 from .fixtures import record, run_leak_check, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
-from .rerun import Reruns
+from .rerun import Reruns, unittest_between
 
 _LEAK_REPORT = pytest.StashKey[Any]()
 PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
@@ -34,6 +34,18 @@ def _read_baseline(path: str | None) -> dict[str, Any] | None:
         return read(path)
     except ReportError as e:
         raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
+
+
+def _cut_short(session: pytest.Session) -> str:
+    """Why the run measured only part of what it was asked to ("" where it ran whole): a baseline
+    is then not saved over the last one."""
+    if session.config.option.collectonly:
+        return "--collect-only ran no test"
+    if session.shouldstop or session.shouldfail:
+        return f"the run stopped early ({session.shouldstop or session.shouldfail})"
+    if session.exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        return f"the run ended with {pytest.ExitCode(session.exitstatus).name.lower().replace('_', ' ')}"
+    return ""
 
 
 def _expects(item: pytest.Item, error: BaseException) -> bool:
@@ -71,7 +83,9 @@ class TpuMem:
         self._backend: dict[str, Any] | None = None  # see backend()
         self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
         self.outcomes: dict[str, str] = {}  # measured test -> the outcome of its call
-        self.not_swept = 0  # --tpumem-leak-check=all: tests it could not re-run (doctests, async)
+        self.not_swept: set[str] = set()  # --tpumem-leak-check=all: tests it cannot re-run (doctests, async)
+        self.unrerunnable: set[str] = set()  # --tpumem-leak-check=all: passed, but a later run raised
+        self._report: dict[str, Any] | None = None  # this run's report, made once at the end
         self.written: list[str] = []  # the reports written at the end, for the summary
         self.write_errors: list[str] = []
         from ..readings.context import now
@@ -155,7 +169,8 @@ class TpuMem:
         plan = item.stash.get(PLAN, None) or TestPlan()
         if plan.error is not None:
             fail(plan.error)
-        self.not_swept += plan.unswept
+        if plan.unswept:
+            self.not_swept.add(item.nodeid)
         original = getattr(item, "obj", None)
         if plan.leak is not None and is_unittest(item):  # unittest calls the method it finds on the item
             item.obj = self._leak_checked_method(item, plan, original)
@@ -293,14 +308,15 @@ class TpuMem:
 
         @functools.wraps(method)
         def leak_checked(*args: Any, **kwargs: Any) -> None:
-            self._leak_check(item, plan, functools.partial(method, *args, **kwargs))
+            self._leak_check(item, plan, functools.partial(method, *args, **kwargs), unittest_between(method))
 
         return leak_checked
 
-    def _leak_check(self, item: pytest.Item, plan: TestPlan, call: Any) -> None:
-        """Run the test's body for its leak check; raise LeakFailure where it leaks."""
+    def _leak_check(self, item: pytest.Item, plan: TestPlan, call: Any, between: Any = None) -> None:
+        """Run the test's body for its leak check; raise LeakFailure where it leaks. A test that
+        cannot be run again fails saying so under a marker, and passes with a warning under the sweep."""
         opts = plan.leak
-        runs = Reruns(item, call, opts.warmup + opts.iterations)
+        runs = Reruns(item, call, opts.warmup + opts.iterations, between)
         try:
             report = run_leak_check(
                 item,
@@ -312,8 +328,14 @@ class TpuMem:
                 clear_caches=opts.clear_caches,
             )
         except BaseException as e:
-            runs.failure(e)  # fails the test where a later run raised: it is not re-runnable
-            raise
+            line = runs.not_rerunnable(e)
+            if line is None:
+                raise
+            if not opts.swept:
+                fail(line)
+            self.unrerunnable.add(item.nodeid)
+            item.warn(pytest.PytestWarning(line))
+            return
         item.stash[_LEAK_REPORT] = report
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
@@ -344,7 +366,10 @@ class TpuMem:
         if regressed:
             import os
 
+            from ..telling.rows import regressed_row
+
             name = os.path.basename(self.settings.compare_path or "")
+            record(item, regressed_row(regressed))
             fail("\n".join(text.regressed(c.describe(name)) for c in regressed))
 
     def _to_benchmark(self, item: pytest.Item, plan: TestPlan) -> None:
@@ -411,16 +436,19 @@ class TpuMem:
             if self._backend is not None:
                 workeroutput["tpumem_backend"] = self._backend
             workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
-            workeroutput["tpumem_not_swept"] = self.not_swept
+            workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
+            workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
             return  # the controller writes the reports
         self._write_reports(session)
 
     def report(self) -> dict[str, Any]:
-        """This run's report (telling/report.py's schema)."""
-        from ..telling import report
+        """This run's report (telling/report.py's schema), made once the run has ended."""
+        if self._report is None:
+            from ..telling import report
 
-        tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
-        return report.build(tests, self._context())
+            tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
+            self._report = report.build(tests, self._context())
+        return self._report
 
     def _context(self) -> dict[str, Any]:
         import os
@@ -463,6 +491,10 @@ class TpuMem:
         """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
         writes its own file, named with its index."""
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
+        cut_short = _cut_short(session)
+        if self.settings.save_path is not None and cut_short:
+            paths.remove(self.settings.save_path)
+            self.write_errors.append(text.baseline_not_saved(self.settings.save_path, cut_short))
         if not paths:
             return
         from ..telling import report as reports
@@ -488,7 +520,8 @@ class TpuMem:
         if isinstance(backend, dict):
             self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
         self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
-        self.not_swept += int(output.get("tpumem_not_swept", 0))
+        self.not_swept.update(output.get("tpumem_not_swept", ()))
+        self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from ..telling.rows import merge, summary_lines
@@ -507,7 +540,9 @@ class TpuMem:
         for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
             terminalreporter.write_line(line)
         if self.not_swept:
-            terminalreporter.write_line(text.not_swept(self.not_swept))
+            terminalreporter.write_line(text.not_swept(len(self.not_swept)))
+        if self.unrerunnable:
+            terminalreporter.write_line(text.not_rerunnable_swept(len(self.unrerunnable)), yellow=True)
         for line in extra:
             terminalreporter.write_line(line)
         for line in self.write_errors:

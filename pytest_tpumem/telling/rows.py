@@ -148,6 +148,17 @@ def oom_row(r: OomResult) -> dict[str, Any]:
     return out
 
 
+def regressed_row(changes: list[Any]) -> dict[str, Any]:
+    """A test failed for its figures against the baseline (decisions.compare.Change)."""
+    return {
+        "check": "baseline",
+        "verdict": Verdict.REGRESSED.value,
+        "changes": [
+            {"figure": c.figure, "old": c.old, "new": c.new, "beyond": c.regressed_beyond} for c in changes
+        ],
+    }
+
+
 def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Several records of one test (its budget, its target, a marker and fixture calls) as one row:
     the worst verdict, the peaks of every device and target, the largest growth."""

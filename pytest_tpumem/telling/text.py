@@ -422,6 +422,11 @@ def no_libtpu_fixture(problem: object, skipped: bool) -> str:
 
 
 def cannot_rerun(name: str, why: str) -> str:
+    if why == "benchmark":
+        return (
+            f"@pytest.mark.leak_check cannot re-run {name}: pytest-benchmark's fixture runs once a test; "
+            "leak-check the benchmarked function with the leak_check fixture in a test of its own"
+        )
     if why == "async":
         return (
             f"@pytest.mark.leak_check cannot re-run the async test {name}; "
@@ -440,6 +445,13 @@ def not_rerunnable(name: str, run: int, total: int, error: BaseException) -> str
         f"{name} cannot be leak-checked: it passed its first run but raised on run {run} of {total}: "
         f"{type(error).__name__}: {first_line(error, 160)}. It is not re-runnable (state kept between runs: a "
         "global, a counter, a consumed iterator); exempt it with @pytest.mark.leak_check(False)"
+    )
+
+
+def not_rerunnable_swept(n: int) -> str:
+    return (
+        f"tpumem: {_plural(n, 'test')} passed but could not be leak-checked by --tpumem-leak-check=all: "
+        "a later run raised (see the warnings); exempt each with @pytest.mark.leak_check(False)"
     )
 
 
@@ -490,5 +502,9 @@ def report_not_written(path: str, error: OSError) -> str:
 def not_swept(n: int) -> str:
     return (
         f"tpumem: {_plural(n, 'test')} not leak-checked by --tpumem-leak-check=all: "
-        "not re-runnable as they are (doctests, async tests, other items)"
+        "not re-runnable as they are (doctests, async tests, pytest-benchmark tests, other items)"
     )
+
+
+def baseline_not_saved(path: str, why: str) -> str:
+    return f"tpumem: the baseline {path} was not saved, the last one is kept: {why}"
