@@ -4,10 +4,11 @@ test suite: optax's own tests (absltest/parameterized TestCases), in a venv outs
 Two questions, one script:
 
 - **Cost.** ``plain`` (pytest -q) and ``sweep`` (pytest -q --tpumem --tpumem-leak-check=all, the
-  sweep's defaults: 1 warmup + 2 iterations with jax.clear_caches() between runs) run in
-  alternating order, repeated; the ratio is per round (sweep / plain of the same round). The floor
-  is about 3x the test bodies' time (every body runs three times, each recompiling); collection
-  and imports are paid once.
+  sweep's defaults: 1 warmup + 2 iterations, jax's caches kept between runs) run in alternating
+  order, repeated; the ratio is per round (sweep / plain of the same round). Every body runs three
+  times; with the caches kept, only the first run compiles, so the floor is about the plain run
+  plus twice the bodies' execution. ``--clear-caches`` adds a variant that clears them after every
+  run (the marker's default), whose floor is three compiles of every program.
 - **False leaks.** A clean suite must come out with no leak at the default threshold. The
   sweep's JSON report keeps every series of every test, so the script also lists, per threshold
   from 1MB to 100MB, the tests that *would* fail if that were the threshold: device (live arrays)
@@ -15,6 +16,11 @@ Two questions, one script:
 
     python benchmarks/bench_sweep.py --python /tmp/optax-venv/bin/python [--rounds 2] [--files ...]
     python benchmarks/bench_real_suite.py --make-venv /tmp/optax-venv   (builds that interpreter)
+
+Another suite: ``--root DIR --files a_test.py,b_test.py`` runs those files under DIR instead (run
+from DIR, so its conftest and package layout apply). flax 0.12.8's tests, which its wheel does not
+ship, for the flax that optax[test] installs: ``git archive v0.12.8 tests | tar -x -C /tmp/flax``
+in a clone of google/flax, then ``--root /tmp/flax --files tests/nnx/rngs_test.py,...``.
 """
 
 from __future__ import annotations
@@ -50,9 +56,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", required=True, help="an interpreter with optax[test], jax and pytest installed")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--files", default=",".join(FILES), help="optax/_src test files to run")
+    ap.add_argument("--files", default=",".join(FILES), help="test files to run, relative to --root")
+    ap.add_argument("--root", help="where the test files are (default: optax/_src of --python's optax)")
+    ap.add_argument("--clear-caches", action="store_true", help="add the variant that clears jax's caches after every run")
     args = ap.parse_args()
-    src = suite_dir(args.python)
+    src = args.root or suite_dir(args.python)
     files = [os.path.join(src, f) for f in args.files.split(",")]
     env = base_env()
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
@@ -74,6 +82,9 @@ def main() -> None:
             "plain": [*base, *files],
             "sweep": [*base, "--tpumem", "--tpumem-leak-check=all", "--tpumem-json", report_path, *files],
         }
+        if args.clear_caches:  # the same sweep with jax.clear_caches() after every run, via a conftest-free plugin
+            cmd["sweep-clear"] = [*base, "-p", "_sweep_clear", "--tpumem", "--tpumem-leak-check=all", *files]
+            env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__)) + os.pathsep + env["PYTHONPATH"]
         counts: dict[str, str] = {}
 
         def check(name: str, proc: subprocess.CompletedProcess) -> None:
@@ -86,7 +97,7 @@ def main() -> None:
                 print(f"  sweep failed {len(failed)} test(s): {failed}", flush=True)
 
         print(f"({load_average()} before)")
-        wall, cpu = alternate_rounds(cmd, args.rounds, check, cwd=workdir, env=env)
+        wall, cpu = alternate_rounds(cmd, args.rounds, check, cwd=args.root or workdir, env=env)
         print(f"({load_average()} after)")
         print()
         print(table(

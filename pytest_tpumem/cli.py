@@ -125,3 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (reports.ReportError, ToleranceError) as e:
         print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `show R | head`: the reader has what it wanted
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 0

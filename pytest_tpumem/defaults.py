@@ -12,3 +12,4 @@ SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (ar
 SWEEP_ITERATIONS = 2  # --tpumem-leak-check=all: runs judged after the warmup (both must grow)
 SWEEP_WARMUP = 1  # --tpumem-leak-check=all: runs before the baseline
 COMPARE_FLOOR = 10**6  # a percentage tolerance judges only changes of at least this many bytes
+SWEEP_CLEAR_CACHES = False  # --tpumem-leak-check=all: caches kept between runs, as in a plain run (a cache that grows is a leak)

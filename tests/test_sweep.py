@@ -292,3 +292,46 @@ def test_doctests_are_not_swept_and_the_summary_counts_them(pytester):
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--doctest-modules")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["tpumem: 1 test not leak-checked by --tpumem-leak-check=all: not re-runnable*"])
+
+
+def test_sweep_keeps_caches_and_counts_only_what_survives_clearing_them(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp
+
+        N = 4_000_000  # float32: 16 MB
+        _steps = []
+
+        def make_step():
+            table = jnp.full((N,), 0.5, jnp.float32)  # a device constant captured by the closure
+            step = jax.jit(lambda v: v + table[:3])
+            _steps.append(step)  # the planted leak: a registry keeps every step, and its constant, alive
+            return step
+
+        def test_registry_of_compiled_steps():
+            make_step()(jnp.ones(3)).block_until_ready()
+
+        def test_clean_twin_jits_a_fresh_lambda_and_drops_it():
+            table = jnp.full((N,), 0.5, jnp.float32)
+            jax.jit(lambda v: v + table[:3])(jnp.ones(3)).block_until_ready()
+
+        def test_clean_twin_scans_a_fresh_closure_eagerly():
+            # jax's own caches keep what an eager scan of a new closure compiles (bounded LRU caches):
+            # host memory that grows while the caches are kept, and that clearing them frees
+            def body(c, x):
+                return c + jnp.sin(x), c
+            for _ in range(20):
+                jax.lax.scan(body, 0.0, jnp.arange(64.0))[0].block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_registry_of_compiled_steps _*",
+            # the table, and jit's copy of the constant it captures: 2 arrays of 16MB a run
+            "leak_check: cpu:0 live arrays grew 32.0MB/iteration over 2 iterations (threshold 10.0MB/iteration)",
+            "*cpu:0 live arrays: 32.0MB -> 64.0MB (+32.0MB) -> 96.0MB (+32.0MB); after jax.clear_caches(): 96.0MB",
+            "*32.0MB/iteration  4 arrays f32?4000000? on cpu:0  at test_sweep_keeps_caches*.py:7 in make_step",
+        ]
+    )

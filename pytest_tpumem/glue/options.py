@@ -66,8 +66,8 @@ OPTIONS = (
         "tpumem_leak_check",
         "--tpumem-leak-check",
         "which tests are leak-checked: marked (leak_check markers, the default) or all (every test of the run, "
-        f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each, unless marked leak_check(False); "
-        "unittest.TestCase methods included)",
+        f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each with jax's caches kept, unless marked "
+        "leak_check(False); unittest.TestCase methods included)",
         "choice:" + "|".join(LEAK_CHECK),
     ),
     (

@@ -106,7 +106,9 @@ def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
     if mark is None:
         if settings.leak_check != "all":
             return None
-        return LeakOptions(defaults.SWEEP_ITERATIONS, defaults.SWEEP_WARMUP, settings.leak_threshold, True, swept=True)
+        return LeakOptions(
+            defaults.SWEEP_ITERATIONS, defaults.SWEEP_WARMUP, settings.leak_threshold, defaults.SWEEP_CLEAR_CACHES, swept=True
+        )
     parsed = markers.parse(markers.leak_check, mark)
     if not parsed["enabled"]:
         return None

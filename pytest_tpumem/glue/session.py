@@ -326,6 +326,7 @@ class TpuMem:
                 warmup=opts.warmup,
                 threshold=opts.threshold,
                 clear_caches=opts.clear_caches,
+                confirm_cleared=opts.swept and not opts.clear_caches,
             )
         except BaseException as e:
             line = runs.not_rerunnable(e)

@@ -63,7 +63,7 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
     tests new since it and missing from it, and a closing count. ``top`` caps each list."""
     lines: list[str] = []
     if comparison.foreign:
-        lines.append(f"{baseline_name} is not comparable: {comparison.foreign}; changes are shown, none fails")
+        lines.append(f"WARNING: {baseline_name} is not comparable: {comparison.foreign}; changes are shown, none fails")
     changes = list(comparison.changes)
     shown = changes if top is None else changes[:top]
     if shown:

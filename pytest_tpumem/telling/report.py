@@ -115,8 +115,14 @@ def check(report: Any, where: str) -> None:
         raise bad(f"version {version!r} is not a whole number")
     if version > VERSION:
         raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
-    if not isinstance(report.get("context"), dict):
+    context = report.get("context")
+    if not isinstance(context, dict):
         raise bad("\"context\" is missing or not an object")
+    for c in [context, *(report.get("processes") if isinstance(report.get("processes"), list) else [])]:
+        for key in ("process_index", "process_count", "device_count"):
+            value = c.get(key) if isinstance(c, dict) else None
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise bad(f"context \"{key}\" is {value!r}, not a whole number")
     processes = report.get("processes", [])
     if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
         raise bad("\"processes\" is not a list of objects")

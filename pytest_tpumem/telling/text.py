@@ -215,6 +215,8 @@ def series_line(s: Series) -> str:
     for v, d in zip(s.values[1:], s.deltas):
         parts.append(f"{format_size(v)} ({format_delta(d)})")
     line = f"{s.name}: " + " -> ".join(parts)
+    if s.cleared is not None:
+        line += f"; after jax.clear_caches(): {format_size(s.cleared)}"
     left = s.iterations_left()
     if left is not None:
         source = "" if s.limit_source == "bytes_limit" else f", {s.limit_source}"
@@ -305,6 +307,12 @@ def leak_section(report: LeakReport) -> str:
     lines = [series_line(s) for s in report.series]
     if report.compiled:
         lines.append(f"programs compiled in each iteration: {', '.join(map(str, report.compiled))}")
+    if report.confirmed_cleared and report.kept_programs:
+        lines.append(
+            "kept by jax's caches in every iteration (counted by their bytes only: jax's caches were kept "
+            "between runs, and what clearing them frees is not a leak here): "
+            + "; ".join(kept_program_line(p) for p in report.kept_programs)
+        )
     if report.clear_caches and report.cache_residue:
         freed = ", ".join(f"{label} {format_size(n)}" for label, n in report.cache_residue.items())
         lines.append(f"jax.clear_caches() freed after a run, at most: {freed} (what a second run would find taken without it)")

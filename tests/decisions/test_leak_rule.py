@@ -191,3 +191,19 @@ def test_a_host_leak_without_pytest_names_the_numpy_line():
     (top, *_) = report.host_sites
     assert top.site.line == copy_to_host.__code__.co_firstlineno + 1 and top.nbytes >= 16_000_000
     kept.clear()
+
+
+def test_what_clearing_the_caches_frees_is_not_growth():
+    # caches kept between runs: 10MB a run held by jax's caches, freed when they are cleared at the end
+    cached = Series("host RSS", "host", (100 * MB, 110 * MB, 120 * MB), cleared=101 * MB)
+    assert cached.growth == MB // 2
+    # arrays that survive clearing are growth
+    kept = Series("cpu:0 live arrays", "cpu:0", (0, 16 * MB, 32 * MB), cleared=32 * MB)
+    assert kept.growth == 16 * MB
+
+
+def test_confirm_cleared_needs_caches_kept():
+    from pytest_tpumem import check_leaks
+
+    with pytest.raises(ValueError, match="confirm_cleared=True: expected clear_caches=False"):
+        check_leaks(lambda: None, confirm_cleared=True)
