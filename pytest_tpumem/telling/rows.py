@@ -124,7 +124,7 @@ def leak_row(r: LeakReport) -> dict[str, Any]:
         "warmup": r.warmup,
         "clear_caches": r.clear_caches,
         "series": {
-            s.name: {"device": s.device, "values": list(s.values), "growth": s.growth, "limit": s.limit}
+            s.name: {"device": s.device, "values": list(s.values), "growth": s.growth, "limit": s.limit, "cleared": s.cleared}
             for s in r.series
         },
         "sites": [
