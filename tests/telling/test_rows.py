@@ -37,7 +37,7 @@ def test_merge_keeps_the_largest_growth_and_every_peak():
 
 
 def test_verdict_order_is_worst_first():
-    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == ["oom", "leak", "over budget", "not judged", "ok"]
+    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == ["oom", "leak", "over budget", "regressed", "not judged", "ok"]
     assert Verdict.worst([Verdict.OK, Verdict.LEAK, Verdict.OVER_BUDGET]) is Verdict.LEAK
     assert not Verdict.OK.failed and Verdict.NOT_JUDGED.failed
 
