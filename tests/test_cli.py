@@ -92,7 +92,7 @@ def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
     done = cli("compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%")
     assert done.returncode == 0
     warnings = [line for line in done.stdout.splitlines() if "not comparable" in line]
-    assert warnings == [f"{base} is not comparable: it was taken on platform 'cpu', this run is on 'gpu'; changes are shown, none fails"]
+    assert warnings == [f"WARNING: {base} is not comparable: it was taken on platform 'cpu', this run is on 'gpu'; changes are shown, none fails"]
 
 
 @pytest.mark.parametrize(
