@@ -452,7 +452,7 @@ def not_rerunnable(name: str, run: int, total: int, error: BaseException) -> str
     return (
         f"{name} cannot be leak-checked: it passed its first run but raised on run {run} of {total}: "
         f"{type(error).__name__}: {first_line(error, 160)}. It is not re-runnable (state kept between runs: a "
-        "global, a counter, a consumed iterator); exempt it with @pytest.mark.leak_check(False)"
+        "global, a counter, a consumed iterator, a fixture's array donated to jit); exempt it with @pytest.mark.leak_check(False)"
     )
 
 
