@@ -146,10 +146,13 @@ def check_controller(config: Any, settings: Settings) -> None:
     """In the pytest-xdist controller under --tpumem-tpu-chips: refuse once, as a usage error, what
     every worker would refuse; then hand each worker its chips' slot (a worker that replaces a
     crashed one gets the chips the crashed one held)."""
-    if settings.tpu_chips is None or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
         return
     workers = _local_workers(config)
     if workers is None:
+        return
+    if settings.tpu_chips is None:
+        _warn_if_shared(config, workers)
         return
     _not_chosen_already(os.environ)
     # The same conftests run in the workers; and a backend here would hold the chips the workers need.
@@ -157,6 +160,28 @@ def check_controller(config: Any, settings: Settings) -> None:
     chips = _resolve(settings.tpu_chips)
     worker_env(0, workers, chips)  # raises what the workers would
     config.pluginmanager.register(ChipSlots(workers, chips), "tpumem-chips")
+
+
+def _warn_if_shared(config: Any, workers: int, root: str = "/") -> None:
+    """Without --tpumem-tpu-chips, on a TPU host where nothing else chose the workers' chips: a
+    warning that the workers will contend for the same chips (not an error: a conftest may still
+    give each its chips later, as JAX's own does under JAX_ENABLE_TPU_XDIST)."""
+    chosen_elsewhere = ("TPU_VISIBLE_CHIPS", "TPU_VISIBLE_DEVICES", "JAX_ENABLE_TPU_XDIST")  # the last: JAX's conftest
+    if workers < 2 or any(name in os.environ for name in chosen_elsewhere):
+        return
+    chips = host_chips(root)
+    if chips == 0:
+        return
+    import pytest
+
+    config.issue_config_time_warning(
+        pytest.PytestConfigWarning(
+            f"pytest-tpumem: {_n(workers, 'pytest-xdist worker')} on a TPU host with {_n(chips, 'chip')}, and nothing "
+            "gives each worker chips of its own: libtpu lets one process hold a chip, so the others will fail to "
+            "start their backend; pass --tpumem-tpu-chips auto"
+        ),
+        stacklevel=2,
+    )
 
 
 class ChipSlots:

@@ -359,3 +359,36 @@ def _refused_before_any_worker(pytester, args, message):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "[gw" not in result.stdout.str() and "crashed" not in result.stdout.str()
+
+
+class _WarnedConfig:
+    def __init__(self):
+        self.warnings = []
+
+    def issue_config_time_warning(self, warning, stacklevel):
+        self.warnings.append(str(warning))
+
+
+def test_workers_sharing_the_chips_of_a_tpu_host_get_a_warning_without_the_option(tmp_path, monkeypatch):
+    (tmp_path / "dev").mkdir()
+    for i in range(4):
+        (tmp_path / "dev" / f"accel{i}").touch()
+    monkeypatch.delenv("TPU_VISIBLE_CHIPS", raising=False)
+    monkeypatch.delenv("TPU_VISIBLE_DEVICES", raising=False)
+    config = _WarnedConfig()
+    chips._warn_if_shared(config, 2, str(tmp_path))
+    assert config.warnings == [
+        "pytest-tpumem: 2 pytest-xdist workers on a TPU host with 4 chips, and nothing gives each worker chips of "
+        "its own: libtpu lets one process hold a chip, so the others will fail to start their backend; pass "
+        "--tpumem-tpu-chips auto"
+    ]
+    # a choice made elsewhere (JAX's conftest sets TPU_VISIBLE_CHIPS itself), one worker, no TPU: no warning
+    monkeypatch.setenv("TPU_VISIBLE_CHIPS", "0")
+    chips._warn_if_shared(config, 2, str(tmp_path))
+    monkeypatch.delenv("TPU_VISIBLE_CHIPS")
+    monkeypatch.setenv("JAX_ENABLE_TPU_XDIST", "1")  # JAX's conftest gives each worker a chip itself
+    chips._warn_if_shared(config, 2, str(tmp_path))
+    monkeypatch.delenv("JAX_ENABLE_TPU_XDIST")
+    chips._warn_if_shared(config, 1, str(tmp_path))
+    chips._warn_if_shared(config, 2, str(tmp_path / "nowhere"))
+    assert len(config.warnings) == 1
