@@ -54,19 +54,19 @@ def test_json_report_has_every_measured_test_with_figures_and_context(pytester):
 
 
 def test_two_run_flow_fails_a_30_percent_peak_increase_and_passes_a_2_percent_one(pytester):
-    _run(pytester, 5_000_000, "--tpumem-save", "base.json").assert_outcomes(passed=2)
+    _run(pytester, 15_000_000, "--tpumem-save", "base.json").assert_outcomes(passed=2)  # test_grows: 60MB
     saved = (pytester.path / "base.json").read_bytes()
 
-    worse = _run(pytester, 6_500_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    worse = _run(pytester, 19_500_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     worse.assert_outcomes(passed=1, failed=1)
     worse.stdout.fnmatch_lines(
-        ["*tpumem baseline: peak 26.0MB, was 20.0MB in base.json (+30.0%, +6.0MB), beyond peak:10%*"]
+        ["*tpumem baseline: peak 78.0MB, was 60.0MB in base.json (+30.0%, +18.0MB), beyond peak:10%*"]
     )
     assert "test_steady FAILED" not in worse.stdout.str()
 
-    slightly = _run(pytester, 5_100_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    slightly = _run(pytester, 15_300_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     slightly.assert_outcomes(passed=2)
-    slightly.stdout.fnmatch_lines(["*peak*20.0MB*20.4MB*+2.0%*"])
+    slightly.stdout.fnmatch_lines(["*peak*60.0MB*61.2MB*+2.0%*"])
     assert (pytester.path / "base.json").read_bytes() == saved  # compared, never overwritten
 
 

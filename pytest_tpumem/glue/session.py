@@ -559,7 +559,10 @@ class TpuMem:
             from ..telling.comparison import comparison_lines
 
             comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
-            lines += comparison_lines(comparison, os.path.basename(self.settings.compare_path or ""), top=self.settings.top)
+            from .. import defaults
+
+            name = os.path.basename(self.settings.compare_path or "")
+            lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:
                 lines.append(text.COMPARE_NOT_ENFORCED)
         lines += [text.report_written(p) for p in self.written]

@@ -58,19 +58,28 @@ def _test_list(title: str, nodeids: Sequence[str], top: int | None) -> list[str]
     return lines
 
 
-def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None = None) -> list[str]:
+def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None = None, floor: int = 0) -> list[str]:
     """The changes against ``baseline_name`` (regressions first) as an aligned table, then the
-    tests new since it and missing from it, and a closing count. ``top`` caps each list."""
+    tests new since it and missing from it, and a closing count. ``top`` caps each list; changes
+    smaller than ``floor`` bytes that no tolerance judged are counted, not listed (the pytest
+    summary passes 1MB: a suite's many changes of a few bytes would hide the ones that matter)."""
     lines: list[str] = []
     if comparison.foreign:
         lines.append(f"WARNING: {baseline_name} is not comparable: {comparison.foreign}; changes are shown, none fails")
     changes = list(comparison.changes)
-    shown = changes if top is None else changes[:top]
+    listed = [c for c in changes if c.regressed or c.improved or abs(c.new - c.old) >= floor]
+    shown = listed if top is None else listed[:top]
     if shown:
         header = ("figure", "old", "new", "change", "bytes", "judged", "test")
         lines += table([header] + [_change_row(c, bool(comparison.foreign)) for c in shown])
-        if len(shown) < len(changes):
-            lines.append(f"... and {_plural(len(changes) - len(shown), 'more change')}")
+        if len(shown) < len(listed):
+            lines.append(f"... and {_plural(len(listed) - len(shown), 'more change')}")
+    if len(listed) < len(changes):
+        small = len(changes) - len(listed)
+        lines.append(
+            f"{_plural(small, 'smaller change')} (under {format_size(floor)}) not listed: "
+            "python -m pytest_tpumem compare lists every one"
+        )
     lines += _test_list(f"new, not in {baseline_name}:", comparison.new_tests, top)
     lines += _test_list(f"missing, in {baseline_name} but not measured:", comparison.missing, top)
 

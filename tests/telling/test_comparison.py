@@ -110,3 +110,13 @@ def test_report_lines_give_the_context_and_the_tests_worst_first():
 
 def test_report_lines_of_an_empty_report_of_unknown_context():
     assert report_lines(build({}, {})) == ["platform ?, device kind ?", "process ? of ?, started ?", "", "no test measured", "0 measured, 0 failed a memory check"]
+
+
+def test_the_summary_lists_changes_of_a_megabyte_or_more_and_counts_the_rest():
+    old = report({"t.py::tiny": [peak(200)], "t.py::big": [peak(100 * MB)]})
+    new = report({"t.py::tiny": [peak(204)], "t.py::big": [peak(103 * MB)]})
+    lines = comparison_lines(compare(old, new), "base.json", floor=MB)
+    text = "\n".join(lines)
+    assert "t.py::big" in text and "t.py::tiny" not in text
+    assert "1 smaller change (under 1.0MB) not listed: python -m pytest_tpumem compare lists every one" in lines
+    assert "t.py::tiny" in "\n".join(comparison_lines(compare(old, new), "base.json"))  # the CLI lists all
