@@ -27,3 +27,12 @@ class Verdict(str, enum.Enum):
     @classmethod
     def worst(cls, verdicts: "list[Verdict]") -> "Verdict":
         return min(verdicts, key=lambda v: v.rank, default=cls.OK)
+
+
+def rank_of(text: str) -> int:
+    """A verdict as a row or a report carries it (its text) in Verdict's order, worst first;
+    unknown text last."""
+    try:
+        return Verdict(text).rank
+    except ValueError:
+        return len(Verdict)

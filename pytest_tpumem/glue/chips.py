@@ -33,6 +33,7 @@ import os
 import re
 from typing import Any
 
+from ..telling.text import _plural
 from .options import SettingError, Settings
 
 FLAG = "--tpumem-tpu-chips"
@@ -91,13 +92,13 @@ def worker_env(worker_index: int, workers: int, chips: int) -> dict[str, str]:
         raise SettingError(f"{FLAG}: no TPU chip to share; give the number of chips on this host")
     if workers > chips:
         raise SettingError(
-            f"{FLAG}: {_n(workers, 'pytest-xdist worker')} but {_n(chips, 'TPU chip')} on this host, "
+            f"{FLAG}: {_plural(workers, 'pytest-xdist worker')} but {_plural(chips, 'TPU chip')} on this host, "
             f"and workers must not share a chip: run with -n {chips} or fewer"
         )
     per = chips // workers
     if per not in BOUNDS:
         raise SettingError(
-            f"{FLAG}: {_n(chips, 'TPU chip')} over {_n(workers, 'pytest-xdist worker')} is {per} each, "
+            f"{FLAG}: {_plural(chips, 'TPU chip')} over {_plural(workers, 'pytest-xdist worker')} is {per} each, "
             f"and libtpu takes {_listed(BOUNDS)} chips a process: run with {_suggest(workers, chips)}"
         )
     first = worker_index * per
@@ -132,7 +133,7 @@ def apply(config: Any, settings: Settings) -> None:
     chips = workerinput.get(CHIPS) or _resolve(settings.tpu_chips)
     if not 0 <= slot < workers:
         raise SettingError(
-            f"{FLAG}: pytest-xdist worker {worker} is not one of the first {_n(workers, 'worker')}, "
+            f"{FLAG}: pytest-xdist worker {worker} is not one of the first {_plural(workers, 'worker')}, "
             "whose chips pytest-tpumem shares out"
         )
     env = worker_env(slot, workers, chips)
@@ -176,7 +177,7 @@ def _warn_if_shared(config: Any, workers: int, root: str = "/") -> None:
 
     config.issue_config_time_warning(
         pytest.PytestConfigWarning(
-            f"pytest-tpumem: {_n(workers, 'pytest-xdist worker')} on a TPU host with {_n(chips, 'chip')}, and nothing "
+            f"pytest-tpumem: {_plural(workers, 'pytest-xdist worker')} on a TPU host with {_plural(chips, 'chip')}, and nothing "
             "gives each worker chips of its own: libtpu lets one process hold a chip, so the others will fail to "
             "start their backend; pass --tpumem-tpu-chips auto"
         ),
@@ -270,7 +271,3 @@ def _suggest(workers: int, chips: int) -> str:
 def _listed(counts: Any) -> str:
     items = [str(c) for c in counts]
     return ", ".join(items[:-1]) + " or " + items[-1]
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"

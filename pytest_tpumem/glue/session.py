@@ -172,12 +172,13 @@ class TpuMem:
         if plan.unswept:
             self.not_swept.add(item.nodeid)
         original = getattr(item, "obj", None)
-        if plan.leak is not None and is_unittest(item):  # unittest calls the method it finds on the item
+        wrapped = plan.leak is not None and is_unittest(item)
+        if wrapped:  # unittest calls the method it finds on the item
             item.obj = self._leak_checked_method(item, plan, original)
         try:
             result = yield from self._call(item, plan)
         finally:
-            if plan.leak is not None and is_unittest(item):
+            if wrapped:
                 item.obj = original
             self._to_benchmark(item, plan)
         self._gate(item)
@@ -303,8 +304,9 @@ class TpuMem:
         return True
 
     def _leak_checked_method(self, item: pytest.Item, plan: TestPlan, method: Any) -> Any:
-        """A unittest.TestCase method, leak-checked on its instance when unittest calls it (setUp
-        and tearDown run once, around all the runs)."""
+        """A unittest.TestCase method, leak-checked on its instance when unittest calls it (unittest
+        runs setUp before the first run and tearDown after the last; rerun.unittest_between runs
+        tearDown, the cleanups and setUp between runs)."""
 
         @functools.wraps(method)
         def leak_checked(*args: Any, **kwargs: Any) -> None:
@@ -343,18 +345,15 @@ class TpuMem:
 
     # --- after the call: the baseline, pytest-benchmark ------------------------------------------
 
-    def _records(self, item: pytest.Item) -> list[dict[str, Any]]:
-        from ..telling.rows import PROPERTY, decode
-
-        return [r for k, v in item.user_properties if k == PROPERTY and (r := decode(v)) is not None]
-
     def _gate(self, item: pytest.Item) -> None:
         """Fail a passed test whose figures regressed against the baseline beyond a tolerance of
         --tpumem-compare-fail (a baseline from another platform or device kind fails nothing)."""
         if self.baseline is None or not self.settings.compare_fail:
             return
+        from ..telling.rows import records_of
+
         old = self.baseline["tests"].get(item.nodeid)
-        records = self._records(item)
+        records = records_of(item.user_properties)
         if old is None or not records:
             return
         from ..decisions.compare import compare_entry, foreign
@@ -378,9 +377,11 @@ class TpuMem:
         ``benchmark.extra_info["tpumem"]``, saved with its times (--benchmark-json, --benchmark-autosave)."""
         if not plan.benchmark:
             return
+        from ..telling.rows import records_of
+
         bench = getattr(item, "funcargs", {}).get("benchmark")
         extra = getattr(bench, "extra_info", None)
-        records = self._records(item)
+        records = records_of(item.user_properties)
         if not isinstance(extra, dict) or not records:
             return
         from ..telling.report import entry_of
@@ -388,9 +389,13 @@ class TpuMem:
         entry = entry_of(records)
         extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
 
+    def _any_backend(self) -> dict[str, Any]:
+        """The backend as read here, or by the first pytest-xdist worker ({} before either read it)."""
+        return self._backend or next(iter(self.worker_backends.values()), None) or {}
+
     def _platform(self) -> dict[str, Any]:
-        """The run's platform and device kind, as a report's context says them ({} before the backend is read)."""
-        backend = self._backend or next(iter(self.worker_backends.values()), None) or {}
+        """The run's platform and device kind, as a report's context says them (None before the backend is read)."""
+        backend = self._any_backend()
         return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
 
     def progress(self) -> Any:
@@ -416,11 +421,11 @@ class TpuMem:
     # --- the run ---------------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ..telling.rows import PROPERTY, decode
+        from ..telling.rows import records_of
 
         if report.failed:
             self.collect_first = True
-        records = [r for k, v in report.user_properties if k == PROPERTY and (r := decode(v)) is not None]
+        records = records_of(report.user_properties)
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.
         if records and report.when == "call" and not report.skipped:
@@ -457,7 +462,7 @@ class TpuMem:
 
         from ..readings import context
 
-        backend = self._backend or next(iter(self.worker_backends.values()), None) or {}
+        backend = self._any_backend()
         index, count = context.process()
         devices = backend.get("devices", [])
         known = backend.get("known_stats")
@@ -558,9 +563,9 @@ class TpuMem:
             from ..decisions.compare import compare
             from ..telling.comparison import comparison_lines
 
-            comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
             from .. import defaults
 
+            comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
             name = os.path.basename(self.settings.compare_path or "")
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:

@@ -6,23 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..decisions.verdict import Verdict
 from ..units import format_delta, format_size
+from .rows import worst_first
+from .text import _plural, table
 
 if TYPE_CHECKING:
     from ..decisions.compare import Change, Comparison
-
-
-def table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as aligned columns; the last column (a test id, the longest) is not padded."""
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
-
-
-def _plural(n: int, word: str, words: str = "") -> str:
-    return f"{n} {word if n == 1 else words or word + 's'}"
 
 
 # --- a run against a baseline --------------------------------------------------------------------
@@ -99,20 +88,6 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
 # --- one report ----------------------------------------------------------------------------------
 
 
-def _rank(verdict: str) -> int:
-    try:
-        return Verdict(verdict).rank
-    except ValueError:
-        return len(Verdict)
-
-
-def _worst_first(item: tuple[str, dict[str, Any]]) -> tuple[int, float, int, str]:
-    nodeid, e = item
-    peak, budget, growth, threshold = e.get("peak") or 0, e.get("budget"), e.get("growth") or 0, e.get("threshold")
-    ratio = max(peak / budget if budget else 0.0, growth / threshold if threshold else 0.0)
-    return (_rank(e.get("verdict", "")), -ratio, -peak, nodeid)
-
-
 def _size(n: Any) -> str:
     return "-" if n is None else format_size(n)
 
@@ -146,7 +121,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     """A report (telling.report's) for ``show``: its context, then its tests worst first as an
     aligned table (verdict, peak, budget, growth per iteration, test), then a count."""
     lines = context_lines(report.get("context") or {}, report.get("processes") or ())
-    tests = sorted(report.get("tests", {}).items(), key=_worst_first)
+    tests = sorted(report.get("tests", {}).items(), key=worst_first)
     rows: list[tuple[str, ...]] = [("verdict", "peak", "budget", "growth/iter", "test")]
     for nodeid, e in tests:
         rows.append((e.get("verdict", "?"), _size(e.get("peak")), _size(e.get("budget")), _size(e.get("growth")), nodeid))

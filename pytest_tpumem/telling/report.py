@@ -166,7 +166,7 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             for k, what in (("platform", "platform"), ("device_kind", "device kind")):
                 first = contexts[0].get(k) if contexts else None
                 if first and context.get(k) and context[k] != first:
-                    raise ReportError(f"{path}: {what} {context[k]!r}, but {_first_path(seen)} has {first!r}; merge reports of one run")
+                    raise ReportError(f"{path}: {what} {context[k]!r}, but {reports[0][0]} has {first!r}; merge reports of one run")
             contexts.append(context)
         index = report["context"].get("process_index")
         for nodeid, entry in report["tests"].items():
@@ -187,20 +187,10 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return build(merged, context, contexts)
 
 
-def _first_path(seen: dict[tuple[Any, ...], str]) -> str:
-    return next(iter(seen.values()))
-
-
 def _merge_entries(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
     if len(entries) == 1:
         return entries[0][1]
-    from ..decisions.verdict import Verdict
-
-    def rank(verdict: str) -> int:
-        try:
-            return Verdict(verdict).rank
-        except ValueError:
-            return len(Verdict)
+    from ..decisions.verdict import rank_of
 
     peaks: dict[str, int] = {}
     owner: dict[str, int] = {}
@@ -215,13 +205,15 @@ def _merge_entries(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
     return {
         **first,
         "outcome": _worst_outcome(e.get("outcome", "") for _, e in entries),
-        "verdict": min((e["verdict"] for _, e in entries), key=rank),
+        "verdict": min((e["verdict"] for _, e in entries), key=rank_of),
         "peak": max(figures["peak"], default=None),
         "peaks": peaks,
         "growth": max(figures["growth"], default=None),
         "host_peak": max(figures["host_peak"], default=None),
         "checks": [{**c, "process_index": process} for process, e in entries for c in e.get("checks", [])],
     }
+
+
 def _worst_outcome(outcomes: Iterable[str]) -> str:
     order = ("failed", "passed", "skipped", "")
     return min(outcomes, key=lambda o: order.index(o) if o in order else len(order), default="")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..decisions.verdict import Verdict
+from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
-from .text import STAND_IN_NOTE
+from .text import STAND_IN_NOTE, _plural, table
 
 if TYPE_CHECKING:
     from ..decisions.budget import BudgetResult
@@ -27,6 +27,11 @@ def encode(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def records_of(user_properties: Any) -> list[dict[str, Any]]:
+    """This plugin's rows among a test's (or its report's) ``user_properties``."""
+    return [r for k, v in user_properties if k == PROPERTY and (r := decode(v)) is not None]
+
+
 def decode(value: Any) -> dict[str, Any] | None:
     """A property's value as a row; None where it is not one of ours."""
     import json
@@ -38,14 +43,6 @@ def decode(value: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return row if isinstance(row, dict) and "verdict" in row else None
-
-
-def _rank(verdict: str) -> int:
-    """A row's verdict (its text) in Verdict's order, worst first; unknown text last."""
-    try:
-        return Verdict(verdict).rank
-    except ValueError:
-        return len(Verdict)
 
 
 def _site(frame: Any) -> str | None:
@@ -164,7 +161,7 @@ def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     the worst verdict, the peaks of every device and target, the largest growth."""
     out: dict[str, Any] = {}
     for r in rows:
-        verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=_rank)
+        verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=rank_of)
         if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
             r = {k: v for k, v in r.items() if not k.startswith("growth")}
         for key, value in r.items():
@@ -182,12 +179,14 @@ def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _sort_key(item: tuple[str, dict[str, Any]]) -> tuple:
+def worst_first(item: tuple[str, dict[str, Any]]) -> tuple:
+    """Sort key of (test id, row or report entry): the worst verdict first, then the closest to its
+    budget or threshold, then the largest peak."""
     _, r = item
     peak = max(r.get("peaks", {0: 0}).values() or [0])
     ratio = peak / r["budget"] if r.get("budget") else 0.0
     growth_ratio = r.get("growth", 0) / r["threshold"] if r.get("threshold") else 0.0
-    return (_rank(r["verdict"]), -max(ratio, growth_ratio), -peak)
+    return (rank_of(r["verdict"]), -max(ratio, growth_ratio), -peak)
 
 
 def _peaks_cell(r: dict[str, Any]) -> str:
@@ -203,16 +202,16 @@ def _peaks_cell(r: dict[str, Any]) -> str:
 
 def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool, skipped_without_libtpu: int = 0) -> list[str]:
     """Aligned rows, worst first; under -q only the tests that did not pass their checks."""
-    items = sorted(rows.items(), key=_sort_key)
+    items = sorted(rows.items(), key=worst_first)
     bad = [i for i in items if i[1]["verdict"] != "ok"]
     shown = bad if quiet else items
     shown = shown[:top]
-    table = [("verdict", "peak per device", "budget", "growth/iter", "source", "test")]
+    cells = [("verdict", "peak per device", "budget", "growth/iter", "source", "test")]
     for nodeid, r in shown:
         source = r.get("witness", "")
         if r.get("growth_source"):
             source = (source + "; " if source else "") + r["growth_source"]
-        table.append(
+        cells.append(
             (
                 r["verdict"],
                 _peaks_cell(r),
@@ -222,14 +221,12 @@ def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool, skippe
                 nodeid,
             )
         )
-    widths = [max(len(t[i]) for t in table) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(t[:5], widths)) + "  " + t[5] for t in table] if shown else []
+    lines = table(cells) if shown else []
     total = f"{len(items)} measured, {len(bad)} failed a memory check"
     if len(shown) < (len(bad) if quiet else len(items)):
         total += f" (showing {len(shown)}, see --tpumem-top)"
     if skipped_without_libtpu:
-        n = skipped_without_libtpu
-        total += f"; {n} budgeted test{'s' if n != 1 else ''} skipped, not judged on the TPU target: no libtpu"
+        total += f"; {_plural(skipped_without_libtpu, 'budgeted test')} skipped, not judged on the TPU target: no libtpu"
     if any(r.get("stand_in") for r in rows.values()):
         total += f"; {STAND_IN_NOTE}"
     lines.append(total)

@@ -8,7 +8,7 @@ parser that rejects them (units.py, targets.py, glue/options.py, glue/markers.py
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..units import format_delta, format_size
 
@@ -33,8 +33,17 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _plural(n: int, word: str, words: str = "") -> str:
+    """``1 test``, ``2 tests``; ``words`` where the plural is not ``word + "s"`` (processes)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as aligned columns; the last column (a test id, the longest) is not padded."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
 
 
 # --- the header and the top of the summary -------------------------------------------------------
