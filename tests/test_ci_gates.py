@@ -31,6 +31,13 @@ def _run(pytester, size, *args):
         return pytester.runpytest_subprocess("--tpumem", *args)
 
 
+def _edit_baseline(pytester, edit):
+    """Change the saved base.json as another run or machine would have written it."""
+    report = json.loads((pytester.path / "base.json").read_text())
+    edit(report)
+    (pytester.path / "base.json").write_text(json.dumps(report))
+
+
 def test_json_report_has_every_measured_test_with_figures_and_context(pytester):
     result = _run(pytester, 5_000_000, "--tpumem-json", "out/report.json")
     result.assert_outcomes(passed=2)
@@ -123,9 +130,7 @@ def test_missing_and_invalid_baselines_are_usage_errors_naming_the_file(pytester
 
 def test_a_baseline_from_another_device_kind_warns_and_fails_nothing(pytester):
     _run(pytester, 5_000_000, "--tpumem-save", "base.json")
-    report = json.loads((pytester.path / "base.json").read_text())
-    report["context"]["platform"], report["context"]["device_kind"] = "tpu", "TPU v5 lite"
-    (pytester.path / "base.json").write_text(json.dumps(report))
+    _edit_baseline(pytester, lambda r: r["context"].update(platform="tpu", device_kind="TPU v5 lite"))
     result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*base.json is not comparable*'tpu'*'cpu'*none fails"])
@@ -210,9 +215,7 @@ def test_junit_properties_are_json_text(pytester):
 
 def test_a_test_that_failed_in_the_baseline_is_shown_not_judged(pytester):
     _run(pytester, 5_000_000, "--tpumem-save", "base.json")
-    report = json.loads((pytester.path / "base.json").read_text())
-    report["tests"]["test_sized.py::test_grows"]["outcome"] = "failed"  # cut short on main
-    (pytester.path / "base.json").write_text(json.dumps(report))
+    _edit_baseline(pytester, lambda r: r["tests"]["test_sized.py::test_grows"].update(outcome="failed"))  # cut short on main
     result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*peak*20.0MB*40.0MB*+100.0%*"])
