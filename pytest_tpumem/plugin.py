@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """``leak_check(fn, *args, iterations=, warmup=, threshold=, clear_caches=, **kwargs)``.
+    """``leak_check(fn, *args, iterations=, warmup=, threshold=, clear_caches=, host=, **kwargs)``.
 
     Runs ``fn`` repeatedly with ``jax.clear_caches()`` in between, returns the frozen LeakReport,
     and fails the test when any device or the host grows by ``threshold`` (default

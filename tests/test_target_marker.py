@@ -287,7 +287,7 @@ def test_recording_keeps_no_array_alive(pytester):
     out = result.stdout.str()
     import re
 
-    peaks = [(float(p), end) for p, end in re.findall(r"cpu:0: start 0B, peak ([\d.]+)MB by \w+ \[end (\S+),", out)]
+    peaks = [(float(p), end) for p, end in re.findall(r"cpu:0: start 0B, peak ([\d.]+)MB by [^\[]+\[start 0B, end (\S+),", out)]
     assert len(peaks) >= 2, out
     # x, the result and one `big` at a time (<= 40 MB), with or without a target; with the
     # constants held it was 180 MB and 160 MB at the end

@@ -44,6 +44,11 @@ class BudgetResult(Told):
     def failed(self) -> bool:
         return bool(self.over)
 
+    @property
+    def sampled_over(self) -> list[DevicePeak]:
+        """Devices within the budget where only the sampler saw more (timing-dependent: warned of, not judged)."""
+        return [] if self.budget is None else self.peak.sampled_over(self.budget.limit)
+
     def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> "BudgetResult":
         """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
         programs make) and the silent upcasts among them, each upcast at least defaults.UPCAST_MIN bytes."""

@@ -9,11 +9,26 @@ threshold, and the memory must not have come back down. A steady leak grows ever
 is caught; a one-off allocation (a cache filled once) grows in one iteration only and is not;
 memory that goes up and down, and noise, are not. With ``iterations=1`` the single delta decides.
 
+Every reading waits for the work the run left in flight (readings.inflight): a program whose
+outputs the run dropped still holds its buffers until it ends, and host RSS read before that
+moved by whole buffers from one iteration to the next.
+
+A growth that is not read off live arrays alone is confirmed before it is a leak: where only host
+RSS grew (it moves by whole allocator blocks, and more than a test's own memory lives there), and
+everywhere under the whole-suite sweep (jax's caches kept between runs, which hold what the runs
+compiled). ``iterations`` more runs are read, with jax's caches cleared after each where the first
+ones cleared them or the sweep asks (then one more run first, as the warmup was); a series leaks
+only when those runs grow by the threshold too, and its growth is the smaller of the two figures.
+What the caches held before the check is then in the confirmation's baseline as in its last
+reading, so it is never credited against a growth.
+
 Where a device leaks, the report says what leaked and where: the arrays made after the warmup and
 still alive after the last iteration, grouped by the user's line that made them. With
 ``clear_caches=False``, a program compiled anew and kept in every iteration is a leak of its own
 (the compile cache grows), whatever the threshold. With ``clear_caches=True``, what clearing freed
 after each run (the caches' residue) is reported: what a pipeline's second run would find taken.
+Host RSS is judged with the threshold, with a threshold of its own (``host="200MB"``), or not at
+all (``host=False``: read and shown only).
 """
 
 from __future__ import annotations
@@ -24,10 +39,22 @@ from typing import Any, Callable
 
 from .. import defaults
 from ..readings import devices as device_readings
-from ..readings import host
+from ..readings import host as host_readings
 from ..units import parse_size
 from .result import Told
 from .verdict import Verdict
+
+
+def _deltas(values: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(b - a for a, b in zip(values, values[1:]))
+
+
+def _rule(values: tuple[int, ...]) -> int:
+    """The lower median delta, but no more than the mean: see the module's docstring."""
+    d = sorted(_deltas(values))
+    if not d:
+        return 0
+    return min(d[(len(d) - 1) // 2], (values[-1] - values[0]) // len(d))
 
 
 @dataclass(frozen=True)
@@ -39,24 +66,20 @@ class Series:
     values: tuple[int, ...]  # values[0] is the baseline after warmup
     limit: int | None = None
     limit_source: str = "bytes_limit"  # where the limit comes from: the device's, or a TPU target's usable HBM
-    cleared: int | None = None  # caches kept between runs: the value after clearing them at the end, where read
+    confirmation: tuple[int, ...] = ()  # where a growth was confirmed: the baseline and each of the runs after
 
     @property
     def deltas(self) -> tuple[int, ...]:
-        return tuple(b - a for a, b in zip(self.values, self.values[1:]))
+        return _deltas(self.values)
 
     @property
     def growth(self) -> int:
         """Growth per iteration as judged: the lower median of the deltas, but no more than the
         mean (net growth over the iterations), so memory that goes up and down is not growth.
-        Where the caches were kept and then cleared at the end (``cleared``), no more than the
-        mean net of what they held: what clearing frees is not a leak."""
-        d = sorted(self.deltas)
-        if not d:
-            return 0
-        growth = min(d[(len(d) - 1) // 2], (self.values[-1] - self.values[0]) // len(d))
-        if self.cleared is not None:
-            growth = min(growth, (self.cleared - self.values[0]) // len(d))
+        Where the growth was confirmed by more runs, no more than their growth either."""
+        growth = _rule(self.values)
+        if len(self.confirmation) > 1:
+            growth = min(growth, _rule(self.confirmation))
         return growth
 
     def iterations_left(self) -> int | None:
@@ -189,14 +212,23 @@ class LeakReport(Told):
     cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
     # freed after a measured run, bytes per device that reports bytes in use (not CPU), and "host" for RSS
     clear_caches: bool = True
-    confirmed_cleared: bool = False  # caches kept between runs, and a growth checked again after clearing them
+    confirmed_cleared: bool = False  # caches kept between runs (the sweep): a growth is confirmed with them cleared
+    host: bool | int = True  # host RSS judged with the threshold (True), not judged (False), or with its own (bytes)
+    confirmed_by: int = 0  # runs after the iterations that confirmed a growth (0: none was needed)
+    unconfirmed: str = ""  # where the confirming runs raised: the error (the first runs' verdict stands)
     profiles: tuple[bytes, ...] = ()  # where asked for: jax's device-memory profiles after the warmup and after the last run
     files: tuple[str, ...] = ()  # files written for this report (profiles, timeline), where a directory was given
 
+    def threshold_for(self, series: Series) -> int | None:
+        """The threshold ``series`` is judged with; None for host RSS where ``host=False``."""
+        if series.device != "host" or self.host is True:
+            return self.threshold
+        return None if self.host is False else int(self.host)
+
     @property
     def leaking_series(self) -> tuple[Series, ...]:
-        """The series that grew by the threshold or more per iteration, devices before the host."""
-        return tuple(s for s in self.series if s.growth >= self.threshold)
+        """The series that grew by their threshold or more per iteration, devices before the host."""
+        return tuple(s for s in self.series if (t := self.threshold_for(s)) is not None and s.growth >= t)
 
     @property
     def cache_grows(self) -> bool:
@@ -224,7 +256,8 @@ class LeakReport(Told):
         """The series that decided: the first leaking one (devices before the host), else the fastest growing."""
         if self.leaking_series:
             return self.leaking_series[0]
-        return max(self.series, key=lambda s: s.growth, default=None)
+        judged = [s for s in self.series if self.threshold_for(s) is not None]
+        return max(judged or self.series, key=lambda s: s.growth, default=None)
 
     def growth(self, device: str) -> int:
         """Largest judged growth per iteration among the series of ``device`` ("host" for RSS)."""
@@ -247,11 +280,14 @@ class LeakError(AssertionError):
 
 
 def _settle(result: Any) -> None:
-    """Wait for the run's work: its result, every live array still being computed, and effects.
+    """Wait for the run's work: its result, every live array still being computed, effects, and
+    the programs whose outputs it dropped (readings.inflight: no runtime thread busy any more).
 
     A test body returns None, so waiting for the result alone would read memory while programs
     are still running (and their buffers still held)."""
     import jax
+
+    from ..readings.inflight import wait_idle
 
     for pending in (result, jax.live_arrays()):
         try:
@@ -259,6 +295,7 @@ def _settle(result: Any) -> None:
         except Exception:
             pass  # results that are not pytrees of arrays, arrays deleted meanwhile
     jax.effects_barrier()
+    wait_idle()
 
 
 def _cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, int]:
@@ -271,13 +308,13 @@ def _cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, 
         import jax
 
         if devices is not None:
-            host.trim_host()
+            host_readings.trim_host()
             before = device_readings.read_in_use(devices)
-            rss = host.host_rss()
+            rss = host_readings.host_rss()
             if rss is not None:
                 before["host"] = rss
         jax.clear_caches()
-    host.trim_host()
+    host_readings.trim_host()
     return before
 
 
@@ -298,10 +335,44 @@ def _read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> dic
         point[f"{label} live arrays"] = (mem.live_bytes, mem.limit)
         if mem.in_use is not None:
             point[f"{label} bytes in use"] = (mem.in_use, mem.limit)
-    rss = host.host_rss()
+    rss = host_readings.host_rss()
     if rss is not None:
         point["host RSS"] = (rss, None)
     return point
+
+
+def _confirm(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    devices: list[Any],
+    births: Any,
+    last: dict[str, tuple[int, int | None]],
+    iterations: int,
+    clear: bool,
+    cleared_before: bool,
+    step: Callable[[int], None],
+) -> tuple[list[dict[str, tuple[int, int | None]]], int]:
+    """``iterations`` more runs, read as the first ones were (jax's caches cleared after each where
+    ``clear``): the points, baseline first, and the runs made. Where the first runs kept the caches
+    and these clear them, the caches are cleared and the code run once first, as the warmup was:
+    the baseline then holds what the caches held before the check, as every later reading does."""
+    run = iterations
+    if clear and not cleared_before:
+        _cleanup(True)
+        _settle(fn(*args, **kwargs))
+        _cleanup(True)
+        run += 1
+        points = [_read(devices, births.visitor(run))]
+    else:
+        points = [last]
+    for done in range(iterations):
+        _settle(fn(*args, **kwargs))
+        _cleanup(clear)
+        run += 1
+        points.append(_read(devices, births.visitor(run)))
+        step(done + 1)
+    return points, run - iterations
 
 
 def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
@@ -313,6 +384,19 @@ def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) ->
             raise ValueError(f"{name}={value!r}: expected an int >= {least}")
     if not isinstance(clear_caches, bool):
         raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
+
+
+def parse_host(host: Any) -> bool | int:
+    """``host=``: True (host RSS judged with the threshold), False (not judged) or a size (its own
+    threshold); ValueError naming the value otherwise."""
+    if isinstance(host, bool):
+        return host
+    from ..units import SizeError
+
+    try:
+        return parse_size(host, what="host")
+    except SizeError as e:
+        raise ValueError(f"{e}; or True (judged with the threshold) or False (not judged)") from None
 
 
 def _short_repr(value: Any) -> str:
@@ -327,6 +411,7 @@ def check_leaks(
     warmup: int = defaults.WARMUP,
     threshold: int | str = defaults.LEAK_THRESHOLD,
     clear_caches: bool = defaults.CLEAR_CACHES,
+    host: bool | int | str = True,
     raise_on_leak: bool = False,
     devices: list[Any] | None = None,
     capacity: tuple[int, str] | None = None,
@@ -342,16 +427,19 @@ def check_leaks(
     (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
     of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). ``progress(done,
     total)`` is called after each run. ``profile``: keep jax's device-memory profiles after the
-    warmup and after the last run (``LeakReport.profiles``). ``confirm_cleared`` (with
-    ``clear_caches=False``: what the whole-suite sweep does): the caches are kept between runs,
-    so nothing is compiled again; a series that grew by the threshold is read once more after
-    ``jax.clear_caches()`` at the end, and what clearing freed does not count (programs kept by
-    the caches are then a leak only by their bytes). Keyword arguments named like this
-    function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``, ``raise_on_leak``,
-    ``devices``, ``capacity``, ``progress``, ``profile``, ``confirm_cleared``) are taken here, not
-    passed to ``fn``: give them to ``fn`` with ``functools.partial``.
+    warmup and after the last run (``LeakReport.profiles``). ``host``: host RSS judged with
+    ``threshold`` (True), with a threshold of its own (a size), or read and not judged (False).
+    ``confirm_cleared`` (with ``clear_caches=False``: what the whole-suite sweep does): the caches
+    are kept between runs, so nothing is compiled again; a series that grew by the threshold is
+    confirmed by as many runs again with the caches cleared after each, so what they hold is not
+    a leak (programs kept by the caches are then a leak only by their bytes). Keyword arguments
+    named like this function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``,
+    ``host``, ``raise_on_leak``, ``devices``, ``capacity``, ``progress``, ``profile``,
+    ``confirm_cleared``) are taken here, not passed to ``fn``: give them to ``fn`` with
+    ``functools.partial``.
     """
     validate(fn, iterations, warmup, clear_caches)
+    host = parse_host(host)
     if confirm_cleared and clear_caches:
         raise ValueError("confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)")
     threshold = parse_size(threshold, what="threshold")
@@ -397,40 +485,58 @@ def check_leaks(
                 residue[label] = max(residue.get(label, 0), n)
             step(done, total)
         last_profile = device_readings.memory_profile() if profile else None
+        series = []
+        for name, (_, limit) in points[0].items():
+            if all(name in p for p in points):
+                device = "host" if name == "host RSS" else name.split(" ", 1)[0]
+                source = "bytes_limit"
+                if limit is None and device != "host" and capacity is not None:
+                    limit, source = capacity
+                series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source))
+        report = LeakReport(
+            iterations,
+            warmup,
+            threshold,
+            tuple(series),
+            compiled=tuple(compiled),
+            kept_programs=() if clear_caches else kept_in_every_iteration(made, held_before, programs.held_by_site(devices)),
+            cache_residue=residue,
+            clear_caches=clear_caches,
+            confirmed_cleared=confirm_cleared,
+            host=host,
+            profiles=tuple(p for p in (first_profile, last_profile) if p is not None) if profile else (),
+        )
+        runs_after_baseline = iterations  # runs whose arrays can be leak sites
+        suspects = report.leaking_series
+        if suspects and (confirm_cleared or all(s.device == "host" for s in suspects)):
+            # Not read off live arrays alone: confirmed by as many runs again before it is a leak.
+            clear = clear_caches or confirm_cleared
+            try:
+                confirmation, confirming_runs = _confirm(
+                    fn, args, kwargs, devices, births, points[-1], iterations, clear, clear_caches,
+                    lambda done: step(total + done, total + iterations),
+                )
+            except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands
+                report = replace(report, unconfirmed=f"{type(e).__name__}: {str(e).strip()[:200]}")
+            else:
+                runs_after_baseline += confirming_runs
+                report = replace(
+                    report,
+                    confirmed_by=iterations,
+                    series=tuple(
+                        replace(s, confirmation=tuple(p[s.name][0] for p in confirmation))
+                        if all(s.name in p for p in confirmation)
+                        else s
+                        for s in report.series
+                    ),
+                )
     finally:
         if frozen:
             gc.unfreeze()
-    series = []
-    for name, (_, limit) in points[0].items():
-        if all(name in p for p in points):
-            device = "host" if name == "host RSS" else name.split(" ", 1)[0]
-            source = "bytes_limit"
-            if limit is None and device != "host" and capacity is not None:
-                limit, source = capacity
-            series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source))
-    report = LeakReport(
-        iterations,
-        warmup,
-        threshold,
-        tuple(series),
-        compiled=tuple(compiled),
-        kept_programs=() if clear_caches else kept_in_every_iteration(made, held_before, programs.held_by_site(devices)),
-        cache_residue=residue,
-        clear_caches=clear_caches,
-        confirmed_cleared=confirm_cleared,
-        profiles=tuple(p for p in (first_profile, last_profile) if p is not None) if profile else (),
-    )
-    if confirm_cleared and report.leaking_series:  # is it what the caches hold? Cleared and read again
-        _cleanup(True)
-        after = _read(devices)
-        report = replace(
-            report,
-            series=tuple(replace(s, cleared=after[s.name][0]) if s.name in after else s for s in report.series),
-        )
     # What leaked, and where: only now that a leak was found, for it costs.
     if any(s.device != "host" for s in report.leaking_series):
         survivors = [(describe(a), run) for a, run in births.made_since_baseline()]
-        report = replace(report, sites=leak_sites(survivors, iterations))
+        report = replace(report, sites=leak_sites(survivors, runs_after_baseline))
         del survivors
     elif report.leaking_series:  # the host alone grew: one more run, traced
 
@@ -439,7 +545,7 @@ def check_leaks(
             _cleanup(clear_caches)
 
         try:
-            report = replace(report, host_sites=host_sites(host.traced_growth(traced)))
+            report = replace(report, host_sites=host_sites(host_readings.traced_growth(traced)))
         except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
             report = replace(report, host_trace_error=f"{type(e).__name__}: {str(e).strip()[:200]}")
     if raise_on_leak and report.leaking:

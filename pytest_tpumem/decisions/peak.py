@@ -1,18 +1,24 @@
-"""Peak device memory of a stretch of code, judged from several witnesses.
+"""Peak device memory of a stretch of code, judged from deterministic readings only.
 
-jax cannot reset ``peak_bytes_in_use`` and on TPU it under-reports, so no single figure is
-trusted. For every local device we keep:
+jax cannot reset ``peak_bytes_in_use``, and on TPU it under-reports, so no single figure is trusted.
+For every local device the peak is the largest of these witnesses, each the same on every run of
+the same code:
 
-- ``runtime-peak``: the runtime high-water mark, when it rose during the measurement (or always,
-  where the installed jax can reset it at the start);
-- ``sampler``: the highest bytes-in-use a background thread saw (live arrays on CPU);
-- ``compiled``: what was in use at the start plus, for each program compiled during the
-  measurement, XLA's peak beyond its arguments (the arguments are already on the device);
+- ``start``: bytes in use when the measurement started;
+- ``program``: for every program the code ran (jit calls and eager operations alike, whatever ran
+  before), the bytes in use when it started -- its arguments among them, made before the test or
+  inside it -- plus what XLA says it needs beyond its arguments (readings.executions);
+- ``transfer``: bytes in use after an array was put on the device (``jax.device_put``);
 - ``body-end``: bytes in use just after the test function returned, read while its frame (and so
-  its local arrays) is still held: the moment most tests are at their largest;
-- ``end``: bytes in use at the end.
+  its local arrays) is still held;
+- ``end``: bytes in use at the end;
+- ``runtime-peak``: the runtime's high-water mark (GPU, TPU), when it rose during the measurement
+  (or always, where the installed jax can reset it at the start).
 
-The peak is the largest witness, and the report says which one it was.
+A background ``sampler`` also reads bytes in use every few milliseconds. What it sees depends on
+when it looks, so it never judges: it is kept beside the witnesses as evidence, and where it saw
+more than they explain (a path the watch does not see: a program compiled ahead of time and called
+from its own C++ path, pmap) the report says so.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from typing import Any
 
 from .. import defaults
 from ..readings import devices as device_readings
-from ..readings import host, programs as program_readings
-from ..readings.programs import CompiledProgram
+from ..readings import host
+from ..readings.executions import Need
 
 
 @dataclass(frozen=True)
@@ -41,11 +47,18 @@ class DevicePeak:
     stand_in: bool  # True where live arrays stand in for device memory (CPU)
     free: int | None = None  # at the end: bytes_limit - bytes in use, where both are reported
     largest_free: int | None = None  # at the end: the largest free block, where the allocator reports it
+    sampler: int | None = None  # the most the sampler saw: timing-dependent evidence, never the peak
+    program: str = ""  # the witness "program": which program ran at that moment ("jit_step")
 
     @property
     def fragmented(self) -> bool:
         """The largest free block is under half of what is free: a large allocation can fail with room to spare."""
         return self.free is not None and self.largest_free is not None and self.largest_free * 2 < self.free
+
+    @property
+    def unexplained(self) -> int:
+        """How far the sampler saw above the peak (0 where it did not): a moment no deterministic reading explains."""
+        return max(0, (self.sampler or 0) - self.peak)
 
 
 @dataclass(frozen=True)
@@ -54,10 +67,10 @@ class PeakReport:
 
     devices: dict[str, DevicePeak]
     host_peak: int | None
-    programs: tuple[CompiledProgram, ...] = field(default=())
+    programs: tuple[Need, ...] = field(default=())  # the programs the measured code ran, once each
     profile: bytes | None = None  # jax's device-memory profile (gzipped pprof) at the body's end, where asked for
-    uncounted: str = ""  # why programs compiled during the measurement were not counted (no "compiled" witness):
-    # "caches kept", "leak check" or "unavailable" (telling.text.UNCOUNTED says it in words); "" where counted
+    uncounted: str = ""  # why the programs the code ran were not read ("unavailable" on a jax without the
+    # hooks: telling.text.UNCOUNTED says it in words); "" where they were
 
     @property
     def worst(self) -> DevicePeak | None:
@@ -67,9 +80,14 @@ class PeakReport:
         """Devices whose peak is above ``budget`` bytes."""
         return [d for d in self.devices.values() if d.peak > budget]
 
+    def sampled_over(self, budget: int) -> list[DevicePeak]:
+        """Devices within ``budget`` where the sampler alone saw more than it (timing-dependent: not judged)."""
+        return [d for d in self.devices.values() if d.peak <= budget < (d.sampler or 0)]
 
-# Ties go to the first named: the runtime's own figure, then the deterministic body-end reading.
-WITNESSES = ("runtime-peak", "body-end", "sampler", "compiled", "end")
+
+# Ties go to the first named: the runtime's own figure, then what the test holds at its end, then
+# the moment a program ran.
+WITNESSES = ("runtime-peak", "body-end", "program", "transfer", "end", "start")
 
 
 def choose_witness(witnesses: dict[str, int]) -> str:
@@ -159,38 +177,50 @@ class PeakTracker:
         devices: list[Any] | None = None,
         sample_interval: float = defaults.SAMPLE_MS / 1000,
         body: Any = None,
-        uncounted: str = "",
         profile: bool = False,
+        floor: int = defaults.READ_FLOOR,
     ):
         """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
-        ``uncounted``: why the programs compiled during the measurement are not to be counted (the
-        ``compiled`` witness), or "" to count them. Count them only where jax's caches were cleared
-        at the start ("caches kept" otherwise: a program compiled earlier and run again would not
-        be seen, and the peak would depend on what ran before), and where they stay alive until
-        the end ("leak check": a leak check clears the caches after every run). ``profile``: take
-        jax's device-memory profile at the body's end (while its locals are held), for a file."""
+        ``profile``: take jax's device-memory profile at the body's end (while its locals are held),
+        for a file. ``floor``: the programs and transfers between two readings add up to at least
+        this many bytes (the peak is never more than this below the exact one; readings.executions)."""
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.sample_interval = sample_interval
-        self.uncounted = uncounted
         self.profile = profile
+        self.floor = floor
         try:  # the test's own code, not a decorator's wrapper around it
             self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
         except ValueError:  # a wrapper cycle
             self.body_code = None
         self._sampler: _Sampler | None = None
         self._grab: _FrameGrab | None = None
+        self._watch: Any = None
+        self._report: PeakReport | None = None
+        self._ran: list[Any] = []
 
     def program_buffers(self) -> tuple[Any, ...]:
-        """After stop(): what the programs compiled during the measurement materialize (their
-        optimized HLO read now; call it only where it is wanted, a failed budget), then let go of them."""
-        made, self._made = getattr(self, "_made", []), []
-        return program_readings.program_buffers(made)
+        """After stop(): what the programs the code ran materialize (their optimized HLO read now;
+        call it only where it is wanted, a failed budget), then let go of them."""
+        from ..readings import programs as program_readings
+
+        ran, self._ran = self._ran, []
+        return program_readings.program_buffers(ran)
+
+    def release(self) -> None:
+        """Let go of the programs the code ran (held for program_buffers())."""
+        self._ran = []
 
     def start(self) -> PeakTracker:
+        from ..readings.executions import ExecutionWatch
+        from ..readings.jaxcompat import Unavailable
+
         self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
         self._start = device_readings.read_devices(self.devices)
-        self._executables = None if self.uncounted else program_readings.executable_ids(self.devices)
         self._host_reset = host.reset_host_peak()
+        try:
+            self._watch = ExecutionWatch(self.devices, self.floor).__enter__()
+        except Unavailable:
+            self._watch = None
         if self.sample_interval > 0:
             self._sampler = _Sampler(self.devices, self.sample_interval)
             # Its first value is the start reading: no second walk of the live arrays.
@@ -200,7 +230,12 @@ class PeakTracker:
         return self
 
     def stop(self) -> PeakReport:
-        sampled: dict[str, int] = {}
+        """The report; called again, the same report (a leak check stops its tracker after the first run)."""
+        if self._report is None:
+            self._report = self._stop()
+        return self._report
+
+    def _stop(self) -> PeakReport:
         body_end: dict[str, int] = {}
         profile = None
         if self._grab is not None:
@@ -212,26 +247,30 @@ class PeakTracker:
             self._grab = None
         elif self.profile:
             profile = device_readings.memory_profile()
+        sampled: dict[str, int] = {}
         if self._sampler is not None:
             self._sampler.stop()
             sampled = self._sampler.max
             self._sampler = None
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.__exit__(None, None, None)
         end = device_readings.read_devices(self.devices)
-        self._made = program_readings.new_executables(self.devices, self._executables)
-        programs = program_readings.new_programs(self._made)
+        needs: list[Need] = []
+        if watch is not None:
+            self._ran = list(watch.executables.values())
+            needs = sorted(watch.needs.values(), key=lambda n: -n.peak)
         devices = {}
         for label, first in self._start.items():
             last = end.get(label, first)
-            witnesses = {"end": last.used}
-            if label in sampled:
-                witnesses["sampler"] = sampled[label]
+            witnesses = {"start": first.used, "end": last.used}
             if label in body_end:
                 witnesses["body-end"] = body_end[label]
+            moment = watch.highest.get(label) if watch is not None else None
+            if moment is not None:
+                witnesses["transfer" if moment.what == "transfer" else "program"] = moment.bytes
             if last.peak is not None and (self._reset.get(label) or first.peak is None or last.peak > first.peak):
                 witnesses["runtime-peak"] = last.peak
-            compiled = [p.beyond_arguments for p in programs if label in p.devices]
-            if compiled:
-                witnesses["compiled"] = first.used + max(compiled)
             witness = choose_witness(witnesses)
             devices[label] = DevicePeak(
                 device=label,
@@ -243,7 +282,8 @@ class PeakTracker:
                 stand_in=first.in_use is None,
                 free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
                 largest_free=last.largest_free,
+                sampler=sampled.get(label),
+                program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
             )
         host_peak = host.host_peak() if self._host_reset else None
-        uncounted = self.uncounted or ("unavailable" if self._executables is None else "")
-        return PeakReport(devices, host_peak, tuple(programs), profile, uncounted)
+        return PeakReport(devices, host_peak, tuple(needs), profile, "" if watch is not None else "unavailable")

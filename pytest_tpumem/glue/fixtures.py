@@ -56,7 +56,8 @@ def run_leak_check(item: pytest.Item, call: Callable[[], Any], target: Any = Non
 
 
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    default = request.config.stash[SETTINGS].leak_threshold
+    settings = request.config.stash[SETTINGS]
+    default = settings.leak_threshold
 
     def leak_check(
         fn: Callable[..., Any],
@@ -65,20 +66,22 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         warmup: int = defaults.WARMUP,
         threshold: Any = None,
         clear_caches: bool = defaults.CLEAR_CACHES,
+        host: Any = None,
         **kwargs: Any,
     ) -> Any:
-        from ..decisions.leak import validate
+        from ..decisions.leak import parse_host, validate
         from ..units import SizeError, parse_size
 
         try:
             validate(fn, iterations, warmup, clear_caches)
             limit = default if threshold is None else parse_size(threshold, what="threshold")
+            judged = settings.leak_host if host is None else parse_host(host)
         except (SizeError, ValueError) as e:
             fail(text.fixture_error("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
         report = run_leak_check(
-            request.node, call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches
+            request.node, call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, host=judged
         )
         if report.leaking:
             raise LeakFailure(report, request.config.get_verbosity())

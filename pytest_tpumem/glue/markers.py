@@ -36,17 +36,26 @@ def leak_check(
     warmup: int = defaults.WARMUP,
     threshold: Any = None,
     clear_caches: bool = defaults.CLEAR_CACHES,
+    host: Any = None,
 ) -> dict[str, Any]:
     """run the test body warmup+iterations times (fixtures set up once), with jax.clear_caches()
     in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold);
-    leak_check(False) exempts the test from --tpumem-leak-check=all."""
-    from ..decisions.leak import validate
+    host: host RSS judged with the threshold (True), with its own ("200MB") or not (False), None:
+    --tpumem-leak-host; leak_check(False) exempts the test from --tpumem-leak-check=all."""
+    from ..decisions.leak import parse_host, validate
 
     if not isinstance(enabled, bool):
         raise ValueError(f"enabled={enabled!r}: expected True or False")
     validate(lambda: None, iterations, warmup, clear_caches)
     size = None if threshold is None else parse_size(threshold, what="threshold")
-    return {"enabled": enabled, "iterations": iterations, "warmup": warmup, "threshold": size, "clear_caches": clear_caches}
+    return {
+        "enabled": enabled,
+        "iterations": iterations,
+        "warmup": warmup,
+        "threshold": size,
+        "clear_caches": clear_caches,
+        "host": None if host is None else parse_host(host),
+    }
 
 
 MARKERS = (max_hbm, leak_check)

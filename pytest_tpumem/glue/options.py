@@ -26,6 +26,13 @@ OPTIONS = (
         f"default leak threshold per iteration (default {format_size(defaults.LEAK_THRESHOLD)})",
         "size",
     ),
+    (
+        "tpumem_leak_host",
+        "--tpumem-leak-host",
+        "how leak checks judge host RSS: on (with the leak threshold, the default), off (read and shown, "
+        "not judged: devices only) or a size, its own threshold (e.g. 200MB)",
+        "host",
+    ),
     ("tpumem_top", "--tpumem-top", f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)", "int"),
     (
         "tpumem_target",
@@ -118,6 +125,7 @@ class Settings(NamedTuple):
     enabled: bool = False
     max_hbm: int | None = None
     leak_threshold: int = defaults.LEAK_THRESHOLD
+    leak_host: bool | int = True  # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
     top: int = defaults.TOP
     sample_interval: float = defaults.SAMPLE_MS / 1000
     target: str | None = None  # a TPU topology, "v5e:2x2"
@@ -152,6 +160,14 @@ def _convert(value: Any, kind: str, where: str) -> Any:
             return parse_size(value, what=where)
         except SizeError as e:
             raise SettingError(str(e)) from None
+    if kind == "host":
+        text = str(value).strip().lower() if not isinstance(value, bool) else ("on" if value else "off")
+        if text in _TRUE | _FALSE - {""}:
+            return text in _TRUE
+        try:
+            return parse_size(value, what=where)
+        except SizeError as e:
+            raise SettingError(f"{e}; or on, or off") from None
     if kind == "int":
         try:
             n = int(str(value).strip())
@@ -242,6 +258,7 @@ def resolve(
         enabled=values.get("tpumem", False),
         max_hbm=values.get("tpumem_max_hbm"),
         leak_threshold=values.get("tpumem_leak_threshold", defaults.LEAK_THRESHOLD),
+        leak_host=values.get("tpumem_leak_host", True),
         top=values.get("tpumem_top", defaults.TOP),
         sample_interval=values.get("tpumem_sample_ms", defaults.SAMPLE_MS) / 1000,
         target=values.get("tpumem_target"),
@@ -286,5 +303,5 @@ def _absolute(path: str, base_dir: str) -> str:
 def unused_when_off(settings: Settings) -> list[str]:
     """The flags given while the plugin is off that do nothing then (the fixtures use the leak
     threshold and the target without --tpumem)."""
-    used_by_fixtures = ("tpumem", "tpumem_leak_threshold", "tpumem_target", "tpumem_no_libtpu")
+    used_by_fixtures = ("tpumem", "tpumem_leak_threshold", "tpumem_leak_host", "tpumem_target", "tpumem_no_libtpu")
     return [flag for name, flag, *_ in OPTIONS if name in settings.given and name not in used_by_fixtures]

@@ -20,6 +20,7 @@ class LeakOptions:
     threshold: int  # bytes per iteration (the session's default where the marker gives none)
     clear_caches: bool
     swept: bool = False  # checked by --tpumem-leak-check=all, not by a marker
+    host: bool | int = True  # host RSS judged with the threshold, not judged (False), or with its own (bytes)
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class TestPlan:
 
     budget: Budget | None = None
     leak: LeakOptions | None = None
-    recompile: bool = False  # clear jax's caches when it starts, so that every program it runs is compiled inside it
+    recompile: bool = False  # clear jax's caches when it starts: every program it runs is compiled inside it
     error: str | None = None
     benchmark: bool = False  # uses pytest-benchmark's fixture: its peak goes into benchmark.extra_info
     unswept: bool = False  # --tpumem-leak-check=all cannot re-run it (a doctest, an async test, a benchmark)
@@ -38,16 +39,6 @@ class TestPlan:
     @property
     def measured(self) -> bool:
         return self.budget is not None or self.leak is not None or self.benchmark
-
-    @property
-    def uncounted(self) -> str:
-        """Why the programs this test compiles cannot count toward its peak ("" where they can):
-        see decisions.peak.PeakTracker."""
-        if not self.recompile:
-            return "caches kept"
-        if self.leak is not None and self.leak.clear_caches:
-            return "leak check"
-        return ""
 
 
 PLAN = pytest.StashKey[TestPlan]()
@@ -107,13 +98,19 @@ def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
         if settings.leak_check != "all":
             return None
         return LeakOptions(
-            defaults.SWEEP_ITERATIONS, defaults.SWEEP_WARMUP, settings.leak_threshold, defaults.SWEEP_CLEAR_CACHES, swept=True
+            defaults.SWEEP_ITERATIONS,
+            defaults.SWEEP_WARMUP,
+            settings.leak_threshold,
+            defaults.SWEEP_CLEAR_CACHES,
+            swept=True,
+            host=settings.leak_host,
         )
     parsed = markers.parse(markers.leak_check, mark)
     if not parsed["enabled"]:
         return None
     threshold = settings.leak_threshold if parsed["threshold"] is None else parsed["threshold"]
-    return LeakOptions(parsed["iterations"], parsed["warmup"], threshold, parsed["clear_caches"])
+    host = settings.leak_host if parsed["host"] is None else parsed["host"]
+    return LeakOptions(parsed["iterations"], parsed["warmup"], threshold, parsed["clear_caches"], host=host)
 
 
 def is_unittest(item: pytest.Item) -> bool:

@@ -57,10 +57,18 @@ class _PerTest:
 class Reruns:
     """``call`` wrapped for check_leaks: counts the runs, resets the log capture before each run
     after the first, and turns an error of a later run into the not-re-runnable failure (via
-    ``failure()``, called by the caller in its except block)."""
+    ``failure()``, called by the caller in its except block). ``after_first`` is called once the
+    first run has returned or raised: the test's peak is measured on that run, as without a leak check."""
 
-    def __init__(self, item: pytest.Item, call: Callable[[], Any], total: int, between: Callable[[], Any] | None = None):
-        self.item, self.call, self.total, self.between = item, call, total, between
+    def __init__(
+        self,
+        item: pytest.Item,
+        call: Callable[[], Any],
+        total: int,
+        between: Callable[[], Any] | None = None,
+        after_first: Callable[[], Any] | None = None,
+    ):
+        self.item, self.call, self.total, self.between, self.after_first = item, call, total, between, after_first
         self.runs = 0
         self.kept = _PerTest(item)
 
@@ -70,6 +78,11 @@ class Reruns:
             if self.between is not None:
                 self.between()
             self.kept.reset()
+        elif self.after_first is not None:
+            try:
+                return self.call()
+            finally:
+                self.after_first()
         return self.call()
 
     def not_rerunnable(self, error: BaseException) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import sys
 from typing import Any, Iterator
 
 import pytest
@@ -20,6 +21,7 @@ from .plan import PLAN, TestPlan, is_unittest, plan_for
 from .rerun import Reruns, unittest_between
 
 _LEAK_REPORT = pytest.StashKey[Any]()
+_TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
 PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
 
 
@@ -134,7 +136,7 @@ class TpuMem:
             from ..readings.devices import installed_versions
 
             lines.append(text.versions_line(installed_versions()))
-        return lines + [text.settings_line(self.settings.max_hbm, self.settings.leak_threshold)]
+        return lines + [text.settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
 
     def capacity(self, target: Any = None) -> tuple[int, str] | None:
         """For a leak forecast where the device reports no limit: the usable HBM of the test's TPU
@@ -197,21 +199,18 @@ class TpuMem:
         from ..decisions.peak import PeakTracker
 
         target = self._start_target(item, plan)
-        if self.collect_first:
-            gc.collect()  # the last failure's traceback may still hold its arrays in a cycle
-            self.collect_first = False
+        self._forget_last_failure()
         if plan.recompile:
             import jax
 
-            jax.clear_caches()  # every program the test runs is compiled (and seen) inside it
-        body = getattr(item, "obj", None) if plan.leak is None else None
+            jax.clear_caches()  # every program the test runs is compiled inside it
         tracker = PeakTracker(
             self.devices(),
             sample_interval=self.settings.sample_interval,
-            body=body,
-            uncounted=plan.uncounted,
+            body=getattr(item, "obj", None),
             profile=self.settings.profile_dir is not None,
         ).start()
+        item.stash[_TRACKER] = tracker
         oom: BaseException | None = None
         outcome = "failed"
         try:
@@ -231,6 +230,18 @@ class TpuMem:
         finally:
             self._judge(item, plan, tracker, target, oom, outcome)
             del oom
+
+    def _forget_last_failure(self) -> None:
+        """Before a measurement starts: what an earlier failed test left reachable no longer holds
+        its arrays. ``sys.last_traceback`` and its kin (which pytest itself deletes when the call
+        begins, a moment later) hold the failed test's frames and their locals, and its traceback
+        may hold them in a cycle until the collector runs."""
+        for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+            if hasattr(sys, name):
+                delattr(sys, name)
+        if self.collect_first:
+            gc.collect()
+            self.collect_first = False
 
     def _start_target(self, item: pytest.Item, plan: TestPlan) -> Any:
         """For a test judged on a TPU target: a TargetCheck to enter around the call (it clears
@@ -260,10 +271,18 @@ class TpuMem:
         """After the call: each check's result gives the report section and the row; an
         out-of-memory fails the test, and so does a failed check where the test has not already
         failed for its own reason (its own error stays the one shown; the check goes in the section)."""
+        peak = tracker.stop()
+        if _TRACKER in item.stash:
+            del item.stash[_TRACKER]
+        try:
+            self._judge_peak(item, plan, peak, tracker, target, oom, outcome)
+        finally:
+            tracker.release()
+
+    def _judge_peak(self, item: pytest.Item, plan: TestPlan, peak: Any, tracker: Any, target: Any, oom: BaseException | None, outcome: str) -> None:
         from ..decisions.budget import BudgetResult
         from ..decisions.oom import OomResult, free
 
-        peak = tracker.stop()
         if outcome == "skipped":
             return
         limit = plan.budget.limit if plan.budget else None
@@ -290,6 +309,8 @@ class TpuMem:
         item.add_report_section("call", "tpumem", "\n".join(s for s in sections if s))
         for r in results:
             record(item, r.row)
+        if budget.sampled_over and not budget.failed:  # timing-dependent: said, never judged
+            item.warn(pytest.PytestWarning(text.sampled_over(budget)))
         if message and outcome == "passed":
             fail(message)
 
@@ -318,7 +339,8 @@ class TpuMem:
         """Run the test's body for its leak check; raise LeakFailure where it leaks. A test that
         cannot be run again fails saying so under a marker, and passes with a warning under the sweep."""
         opts = plan.leak
-        runs = Reruns(item, call, opts.warmup + opts.iterations, between)
+        tracker = item.stash.get(_TRACKER, None)
+        runs = Reruns(item, call, opts.warmup + opts.iterations, between, tracker.stop if tracker is not None else None)
         try:
             report = run_leak_check(
                 item,
@@ -328,6 +350,7 @@ class TpuMem:
                 warmup=opts.warmup,
                 threshold=opts.threshold,
                 clear_caches=opts.clear_caches,
+                host=opts.host,
                 confirm_cleared=opts.swept and not opts.clear_caches,
             )
         except BaseException as e:

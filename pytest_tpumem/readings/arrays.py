@@ -32,13 +32,23 @@ class ArrayBirths:
         return visit
 
     def made_since_baseline(self) -> list[tuple[Any, int]]:
-        """The arrays alive now that were made after the baseline, with the run that made them."""
+        """The arrays alive now that were made after the baseline, with the run that made them; of
+        two arrays on the same device buffers (jaxlib up to 0.11 makes a second one for an array a
+        jit closes over), the first only."""
         import jax
 
+        from .devices import buffer_key
+
         out = []
+        buffers: set[Any] = set()
         for a in jax.live_arrays():
             known = self._seen.get(id(a))
             if known is not None and known[0]() is a and known[1] > 0:
+                key = buffer_key(a)
+                if key is not None:
+                    if key in buffers:
+                        continue
+                    buffers.add(key)
                 out.append((a, known[1]))
         return out
 

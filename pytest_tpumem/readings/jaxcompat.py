@@ -20,6 +20,8 @@ PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a 
 RETARGETING = "retargeting"  # jax._src.core.eval_jaxpr, AbstractMesh.update: a captured program on TPU devices
 BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized: read devices only once started
 SOURCE_LINES = "source lines"  # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
+PROGRAM_RUNS = "program runs"  # pjit's fast-path data, ExecuteReplicated.__call__, device_put's impl: each run read (readings.executions)
+FEATURES = (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES, PROGRAM_RUNS)
 
 
 class Unavailable(RuntimeError):
@@ -56,6 +58,21 @@ def _missing(feature: str) -> str | None:
 
             ok = all(callable(getattr(source_info_util, f, None)) for f in ("register_exclusion", "current"))
             need = "jax._src.source_info_util.register_exclusion and current"
+        elif feature == PROGRAM_RUNS:
+            from jax._src import dispatch, pjit
+            from jax._src.interpreters import pxla
+            from jax._src.lib import _jax
+
+            ok = (
+                callable(getattr(pjit, "_get_fastpath_data", None))
+                and callable(getattr(getattr(pxla, "ExecuteReplicated", None), "__call__", None))
+                and callable(getattr(dispatch, "_batched_device_put_impl", None))
+                and callable(getattr(getattr(_jax, "PjitFunctionCache", None), "clear_all", None))
+            )
+            need = (
+                "jax._src.pjit._get_fastpath_data, pxla.ExecuteReplicated, dispatch._batched_device_put_impl "
+                "and PjitFunctionCache.clear_all"
+            )
         else:
             raise ValueError(feature)
     except ImportError as e:
@@ -66,7 +83,7 @@ def _missing(feature: str) -> str | None:
 def unavailable() -> dict[str, str]:
     """The features the installed jax lacks, with the reason; {} where every one is there."""
     out = {}
-    for feature in (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES):
+    for feature in FEATURES:
         reason = _missing(feature)
         if reason is not None:
             out[feature] = reason
@@ -116,6 +133,29 @@ def live_executables(client: Any) -> list[Any] | None:
         return list(fn())
     except Exception:
         return None
+
+
+# --- program runs --------------------------------------------------------------------------------
+
+
+def execution_hooks() -> tuple[Any, Any, Any, Callable[[], None]]:
+    """(pjit, pxla, dispatch, clear): the modules whose functions readings.executions wraps, and
+    the call that empties jax's C++ dispatch caches (compiled programs stay in its Python caches).
+    Unavailable where this jax lacks one of them."""
+    reason = _missing(PROGRAM_RUNS)
+    if reason is not None:
+        raise Unavailable(f"{PROGRAM_RUNS} unavailable: {reason}")
+    from jax._src import dispatch, pjit
+    from jax._src.interpreters import pxla
+    from jax._src.lib import _jax
+
+    def clear() -> None:
+        for cache in (getattr(pjit, "_cpp_pjit_cache_fun_only", None), getattr(pjit, "_cpp_pjit_cache_explicit_attributes", None)):
+            if cache is not None:
+                cache.clear()
+        _jax.PjitFunctionCache.clear_all()
+
+    return pjit, pxla, dispatch, clear
 
 
 # --- program capture -----------------------------------------------------------------------------

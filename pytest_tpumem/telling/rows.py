@@ -57,6 +57,8 @@ def _devices(peak: Any) -> dict[str, dict[str, Any]]:
             "start": d.start,
             "witness": d.witness,
             "witnesses": dict(d.witnesses),
+            "program": d.program or None,
+            "sampler": d.sampler,
             "limit": d.limit,
             "stand_in": d.stand_in,
         }
@@ -118,10 +120,19 @@ def leak_row(r: LeakReport) -> dict[str, Any]:
         "growth_source": source,
         "threshold": r.threshold,
         "iterations": r.iterations,
+        "confirmed_by": r.confirmed_by,
+        "unconfirmed": r.unconfirmed or None,
         "warmup": r.warmup,
         "clear_caches": r.clear_caches,
         "series": {
-            s.name: {"device": s.device, "values": list(s.values), "growth": s.growth, "limit": s.limit, "cleared": s.cleared}
+            s.name: {
+                "device": s.device,
+                "values": list(s.values),
+                "confirmation": list(s.confirmation) or None,
+                "growth": s.growth,
+                "threshold": r.threshold_for(s),
+                "limit": s.limit,
+            }
             for s in r.series
         },
         "sites": [

@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # for the reader and type checkers only: no import at run tim
     from ..targets import Target
 
 STAND_IN_NOTE = (
-    "live arrays stand in for device memory (CPU backend: XLA temporaries are seen only for programs "
-    "compiled during the test)"
+    "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "
+    "analysis of each program the test runs)"
 )
 
 
@@ -61,9 +61,10 @@ def versions_line(versions: dict[str, str]) -> str:
 XDIST_CONTROLLER_LINE = "tpumem: devices are read in the pytest-xdist workers and listed in the summary"
 
 
-def settings_line(max_hbm: int | None, leak_threshold: int) -> str:
+def settings_line(max_hbm: int | None, leak_threshold: int, leak_host: bool | int = True) -> str:
     budget = format_size(max_hbm) if max_hbm else "none"
-    return f"tpumem: default budget {budget}, leak threshold {format_size(leak_threshold)}/iteration"
+    host = "" if leak_host is True else (", host RSS not judged" if leak_host is False else f", host RSS {format_size(leak_host)}/iteration")
+    return f"tpumem: default budget {budget}, leak threshold {format_size(leak_threshold)}/iteration{host}"
 
 
 def target_text(target: Target) -> str:
@@ -106,24 +107,44 @@ def backend_lines(s: dict[str, Any]) -> list[str]:
 # --- budget on the run's devices -----------------------------------------------------------------
 
 
-# Why a measurement has no "compiled" witness (PeakReport.uncounted), in words.
+# Why a measurement has no "program" witness (PeakReport.uncounted), in words.
 UNCOUNTED = {
-    "caches kept": "jax's caches were kept, so a program an earlier test compiled would not be seen; "
-    "a max_hbm marker or --tpumem-recompile=all clears them",
-    "leak check": "the leak check clears jax's caches after every run, so the programs are gone before they are read",
-    "unavailable": "this jax cannot list compiled programs",
+    "unavailable": "this jax does not let tpumem see the programs it runs (readings.executions); "
+    "the peak is read at the start, the body's end and the end only",
 }
+
+
+def _witness(d: DevicePeak) -> str:
+    """``program jit(step)``, ``body-end``: the witness that judged, with the program where one did."""
+    return f"{d.witness} {d.program}" if d.witness == "program" and d.program else d.witness
 
 
 def peak_line(d: DevicePeak) -> str:
     seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
-    line = f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {d.witness} [{seen}]"
+    line = f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {_witness(d)} [{seen}]"
+    if d.unexplained:
+        line += (
+            f"; the sampler saw {format_size(d.sampler)}, {format_size(d.unexplained)} more than any deterministic "
+            "reading explains (timing-dependent, not judged)"
+        )
     if d.largest_free is not None:
         free = f"free {format_size(d.free)}, " if d.free is not None else ""
         line += f"; at the end {free}largest free block {format_size(d.largest_free)}"
         if d.fragmented:
             line += " (fragmented: a larger allocation fails although the total would fit)"
     return line
+
+
+def sampled_over(result: BudgetResult) -> str:
+    """A test within its budget by every deterministic reading, where only the sampler saw more."""
+    d = max(result.sampled_over, key=lambda d: d.sampler or 0)
+    return (
+        f"max_hbm: only the sampler saw {format_size(d.sampler)} on {d.device}, over the budget of "
+        f"{format_size(result.budget.limit)} ({result.budget.spelled}); the test is judged by its deterministic "
+        f"peak, {format_size(d.peak)} by {_witness(d)}. What the sampler sees depends on when it looks, so it "
+        "does not judge: the moment came from a path tpumem does not watch (a program compiled ahead of time "
+        "and called again, pmap)"
+    )
 
 
 def _shown(rows: tuple[Any, ...] | list[Any], verbosity: int) -> list[Any]:
@@ -141,17 +162,17 @@ def budget_message(result: BudgetResult, verbosity: int = 0) -> str:
     budget = result.budget
     lines = [
         f"max_hbm: peak {format_size(worst.peak)} on {worst.device} is over the budget of "
-        f"{format_size(budget.limit)} ({budget.spelled}), judged by {worst.witness}"
+        f"{format_size(budget.limit)} ({budget.spelled}), judged by {_witness(worst)}"
     ]
     if worst.stand_in:
         lines[0] += f"; {STAND_IN_NOTE}"
     devices = list(result.peak.devices.values()) if verbosity > 0 else _shown(over, verbosity)
     lines += ["  " + peak_line(d) for d in devices]
     if result.upcasts:
-        lines.append("  upcasts in the programs this test compiled (float32 copies of narrower values, made by its code):")
+        lines.append("  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):")
         lines += ["    " + upcast_line(b) for b in _shown(result.upcasts, verbosity)]
     if result.buffers and (verbosity >= 0 or not result.upcasts):
-        lines.append("  largest arrays the programs this test compiled make (per device; XLA may reuse a temporary's memory):")
+        lines.append("  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):")
         lines += ["    " + buffer_line(b) for b in _shown(result.buffers, verbosity)]
     lines += _files_lines(result.files)
     return "\n".join(lines)
@@ -196,13 +217,19 @@ def peak_section(report: PeakReport) -> str:
     if report.host_peak is not None:
         lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
     if report.uncounted:
-        lines.append(f"compiled programs: not counted ({UNCOUNTED[report.uncounted]})")
-    for p in report.programs:
+        lines.append(f"programs run: not read ({UNCOUNTED[report.uncounted]})")
+    shown = report.programs[:PROGRAMS_SHOWN]
+    for p in shown:
         lines.append(
-            f"compiled {p.name} on {','.join(p.devices)}: peak {format_size(p.peak)} "
+            f"ran {p.name} on {','.join(p.devices)}: needs {format_size(p.peak)} "
             f"(arguments {format_size(p.arguments)}, outputs {format_size(p.outputs)}, temps {format_size(p.temps)})"
         )
+    if len(report.programs) > len(shown):
+        lines.append(f"... and {_plural(len(report.programs) - len(shown), 'smaller program')}")
     return "\n".join(lines)
+
+
+PROGRAMS_SHOWN = 5  # the largest programs a peak's report section lists
 
 
 # --- out of memory -------------------------------------------------------------------------------
@@ -219,13 +246,19 @@ def oom_message(result: OomResult) -> str:
 # --- leak check ----------------------------------------------------------------------------------
 
 
-def series_line(s: Series) -> str:
-    parts = [format_size(s.values[0])]
-    for v, d in zip(s.values[1:], s.deltas):
-        parts.append(f"{format_size(v)} ({format_delta(d)})")
-    line = f"{s.name}: " + " -> ".join(parts)
-    if s.cleared is not None:
-        line += f"; after jax.clear_caches(): {format_size(s.cleared)}"
+def _values(values: tuple[int, ...]) -> str:
+    parts = [format_size(values[0])]
+    for a, b in zip(values, values[1:]):
+        parts.append(f"{format_size(b)} ({format_delta(b - a)})")
+    return " -> ".join(parts)
+
+
+def series_line(s: Series, judged: bool = True) -> str:
+    line = f"{s.name}: {_values(s.values)}"
+    if len(s.confirmation) > 1:
+        line += f"; confirmation: {_values(s.confirmation)}"
+    if not judged:
+        line += " (not judged: host=False)"
     left = s.iterations_left()
     if left is not None:
         source = "" if s.limit_source == "bytes_limit" else f", {s.limit_source}"
@@ -264,6 +297,11 @@ def _leak_details(report: LeakReport, verbosity: int) -> list[str]:
             "allocations, not XLA's), by line:"
         )
         lines += ["    " + host_site_line(h) for h in _shown(report.host_sites, verbosity)]
+    if report.unconfirmed:
+        lines.append(
+            f"  (not confirmed: one more run, to confirm the growth, raised {report.unconfirmed}: the code could not "
+            f"run again, and the verdict rests on the first {_plural(report.iterations, 'iteration')})"
+        )
     if report.host_trace_error:
         lines.append(
             "  (one more run, traced with tracemalloc to name the lines, raised "
@@ -272,25 +310,35 @@ def _leak_details(report: LeakReport, verbosity: int) -> list[str]:
     return lines
 
 
+def _threshold(report: LeakReport, series: Series) -> str:
+    """``threshold 100.0MB/iteration``, or the host's own: ``host threshold 200.0MB/iteration``."""
+    limit = report.threshold_for(series)
+    own = "host " if series.device == "host" and limit != report.threshold else ""
+    return f"{own}threshold {format_size(limit)}/iteration"
+
+
 def leak_message(report: LeakReport, verbosity: int = 0) -> str:
     """What grew, by how much per iteration, on which device, and what leaked where; for a clean
     check, one line saying so. -q keeps the first series and site, -v adds every series and what
     the report section says of programs and caches."""
     head = report.worst
     over = f"over {_plural(report.iterations, 'iteration')}"
-    threshold = f"threshold {format_size(report.threshold)}/iteration"
+    if report.confirmed_by:
+        over += f", confirmed by {_plural(report.confirmed_by, 'more run')}"
+        if report.confirmed_cleared:
+            over += " with jax's caches cleared"
     if not report.leaking:
         if head is None:
             return f"leak_check: no leak: nothing could be read {over}"
         return (
             f"leak_check: no leak {over}: the largest growth was {head.name} at "
-            f"{format_size(max(head.growth, 0))}/iteration, under the {threshold}"
+            f"{format_size(max(head.growth, 0))}/iteration, under the {_threshold(report, head)}"
         )
     lines = []
     if report.leaking_series:
-        lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({threshold})")
+        lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({_threshold(report, head)})")
         series = report.series if verbosity > 0 else _shown(report.leaking_series, verbosity)
-        lines += ["  " + series_line(s) for s in series]
+        lines += ["  " + series_line(s, report.threshold_for(s) is not None) for s in series]
         lines += _leak_details(report, verbosity)
         if verbosity > 0:
             lines += ["  " + line for line in leak_section(report).splitlines()[len(report.series):]]
@@ -313,7 +361,13 @@ def files_not_written(directory: str, error: BaseException) -> str:
 
 
 def leak_section(report: LeakReport) -> str:
-    lines = [series_line(s) for s in report.series]
+    lines = [series_line(s, report.threshold_for(s) is not None) for s in report.series]
+    if report.confirmed_by:
+        how = "with jax's caches cleared after each" if report.confirmed_cleared or report.clear_caches else "with jax's caches kept"
+        lines.append(
+            f"the growth was confirmed by {_plural(report.confirmed_by, 'more run')} ({how}): a series leaks only "
+            "where both grew by its threshold, and its growth is the smaller of the two"
+        )
     if report.compiled:
         lines.append(f"programs compiled in each iteration: {', '.join(map(str, report.compiled))}")
     if report.confirmed_cleared and report.kept_programs:

@@ -1,7 +1,10 @@
 """The decision rule on series of readings, and check_leaks on real jax code without pytest."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from pytest_tpumem.decisions.leak import LeakError, LeakReport, Series, check_leaks
@@ -193,13 +196,87 @@ def test_a_host_leak_without_pytest_names_the_numpy_line():
     kept.clear()
 
 
-def test_what_clearing_the_caches_frees_is_not_growth():
-    # caches kept between runs: 10MB a run held by jax's caches, freed when they are cleared at the end
-    cached = Series("host RSS", "host", (100 * MB, 110 * MB, 120 * MB), cleared=101 * MB)
-    assert cached.growth == MB // 2
-    # arrays that survive clearing are growth
-    kept = Series("cpu:0 live arrays", "cpu:0", (0, 16 * MB, 32 * MB), cleared=32 * MB)
-    assert kept.growth == 16 * MB
+def test_a_confirmed_growth_is_the_smaller_of_the_two():
+    suspect = Series("host RSS", "host", (100 * MB, 130 * MB, 160 * MB, 160 * MB))  # 2 blocks kept, then nothing
+    assert suspect.growth == 20 * MB
+    assert dataclasses.replace(suspect, confirmation=(160 * MB, 160 * MB, 161 * MB, 160 * MB)).growth == 0
+    steady = Series("host RSS", "host", (100 * MB, 120 * MB, 140 * MB, 160 * MB), confirmation=(160 * MB, 179 * MB, 198 * MB, 217 * MB))
+    assert steady.growth == 19 * MB  # the leak, at the smaller of its two rates
+
+
+def test_a_host_growth_of_two_runs_only_is_not_confirmed():
+    """Planted twin of a host leak: two runs each keep a 20 MB numpy block, the runs after keep
+    nothing. The first iterations look like growth (lower median 20 MB); the confirmation does not."""
+    kept, runs = [], []
+
+    def blocks_kept_twice():
+        runs.append(1)
+        if len(runs) in (2, 3):
+            kept.append(np.ones((5_000_000,), np.float32))
+
+    report = check_leaks(blocks_kept_twice, iterations=3, threshold="10MB")
+    host = next(s for s in report.series if s.device == "host")
+    assert _rule_of(host.values) >= 10 * MB and report.confirmed_by == 3
+    assert not report.leaking and host.growth < MB, report.message()
+    assert len(runs) == 1 + 3 + 3
+    kept.clear()
+
+
+def test_a_host_leak_is_confirmed_at_its_true_rate():
+    kept = []
+
+    def copy_to_host():
+        kept.append(np.full((5_000_000,), 1.0, np.float32))  # 20 MB of host memory a run, kept
+
+    report = check_leaks(copy_to_host, iterations=3, threshold="10MB")
+    (host,) = report.leaking_series
+    assert host.device == "host" and report.confirmed_by == 3 and len(host.confirmation) == 4
+    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB, report.message()
+    assert "confirmed by 3 more runs" in report.message()
+    kept.clear()
+
+
+def test_the_sweep_credits_only_what_the_caches_gained_during_the_check():
+    """Caches kept between runs (the sweep). Before the check, jax's caches hold a program with a
+    50 MB constant; the code leaks 20 MB of host memory a run. Clearing the caches frees the 50 MB
+    too: credited against the growth, it hid the leak. The confirmation's baseline is read after
+    clearing, so it is not."""
+    const = np.ones((12_500_000,), np.float32)
+    warm = jax.jit(lambda x: x + const)
+    warm(jnp.ones((12_500_000,), jnp.float32)).block_until_ready()  # the caches now hold 50 MB
+    del const
+    kept = []
+
+    def leaky():
+        kept.append(np.full((5_000_000,), 2.0, np.float32))
+
+    report = check_leaks(leaky, iterations=2, threshold="10MB", clear_caches=False, confirm_cleared=True)
+    (host,) = report.leaking_series
+    assert host.device == "host" and report.confirmed_by == 2
+    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB, report.message()
+    kept.clear()
+
+
+def _rule_of(values):
+    from pytest_tpumem.decisions.leak import _rule
+
+    return _rule(values)
+
+
+def test_host_false_reads_host_rss_and_does_not_judge_it():
+    kept = []
+
+    def copy_to_host():
+        kept.append(np.full((5_000_000,), 1.0, np.float32))
+
+    report = check_leaks(copy_to_host, iterations=2, threshold="10MB", host=False)
+    assert not report.leaking and any(s.device == "host" for s in report.series)
+    assert "(not judged: host=False)" in report.section
+    own = check_leaks(copy_to_host, iterations=2, threshold="10MB", host="30MB")
+    assert not own.leaking and "under the host threshold 30.0MB/iteration" in own.message()
+    kept.clear()
+    with pytest.raises(ValueError, match=r"^host: 'much' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$"):
+        check_leaks(copy_to_host, host="much")
 
 
 def test_confirm_cleared_needs_caches_kept():

@@ -17,7 +17,7 @@ import pytest
         ("leak_check(iterations=0)", "@pytest.mark.leak_check(iterations=0): iterations=0: expected an int >= 1"),
         ("leak_check(3)", "@pytest.mark.leak_check(3): enabled=3: expected True or False"),
         ("leak_check(True, 3)", "@pytest.mark.leak_check(True, 3): leak_check() takes from 0 to 1 positional arguments but 2 were given*"),
-        ("leak_check(iteration=3)", "@pytest.mark.leak_check(iteration=3): leak_check() got an unexpected keyword argument 'iteration'; accepted: leak_check(*, iterations=3, warmup=1, threshold=None, clear_caches=True)"),
+        ("leak_check(iteration=3)", "@pytest.mark.leak_check(iteration=3): leak_check() got an unexpected keyword argument 'iteration'; accepted: leak_check(*, iterations=3, warmup=1, threshold=None, clear_caches=True, host=None)"),
         ('leak_check(clear_caches="no")', "@pytest.mark.leak_check(clear_caches='no'): clear_caches='no': expected True or False"),
         ('leak_check(threshold="lots")', "@pytest.mark.leak_check(threshold='lots'): threshold: 'lots' is not a size*"),
     ],

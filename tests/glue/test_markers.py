@@ -17,7 +17,7 @@ class Mark:
 
 def test_help_and_errors_come_from_the_signature():
     assert markers.signature(markers.leak_check) == (
-        f"leak_check(enabled=True, *, iterations={defaults.ITERATIONS}, warmup={defaults.WARMUP}, threshold=None, clear_caches=True)"
+        f"leak_check(enabled=True, *, iterations={defaults.ITERATIONS}, warmup={defaults.WARMUP}, threshold=None, clear_caches=True, host=None)"
     )
     assert markers.signature(markers.max_hbm) == "max_hbm(limit=None, *, target=None)"
     help_line = markers.help_line(markers.leak_check)
@@ -32,8 +32,12 @@ def test_parsing():
     assert markers.parse(markers.max_hbm, Mark("20GB")) == {"limit": 20 * 10**9, "target": None}
     assert markers.parse(markers.max_hbm, Mark(target="v5e:2x2"))["target"].topology == "v5e:2x2"
     assert markers.parse(markers.leak_check, Mark(threshold="50kB", warmup=0)) == {
-        "enabled": True, "iterations": defaults.ITERATIONS, "warmup": 0, "threshold": 50_000, "clear_caches": True,
+        "enabled": True, "iterations": defaults.ITERATIONS, "warmup": 0, "threshold": 50_000, "clear_caches": True, "host": None,
     }
+    assert markers.parse(markers.leak_check, Mark(host="200MB"))["host"] == 200 * 10**6
+    assert markers.parse(markers.leak_check, Mark(host=False))["host"] is False
+    with pytest.raises(markers.MarkerError, match=r"^@pytest.mark.leak_check\(host='lots'\): host: 'lots' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$"):
+        markers.parse(markers.leak_check, Mark(host="lots"))
     assert markers.spell(Mark("1GB", target="v5e")) == "('1GB', target='v5e')"
 
 

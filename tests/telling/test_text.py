@@ -9,7 +9,7 @@ from pytest_tpumem.decisions.oom import OomResult
 from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
 from pytest_tpumem.decisions.target import ProgramJudgement, TargetResult
 from pytest_tpumem.readings.buffers import Buffer
-from pytest_tpumem.readings.programs import CompiledProgram
+from pytest_tpumem.readings.executions import Need
 from pytest_tpumem.readings.tpu import HbmEstimate
 from pytest_tpumem.targets import parse_target
 from pytest_tpumem.telling import text
@@ -17,8 +17,10 @@ from pytest_tpumem.telling import text
 MB = 10**6
 
 
-def device(name, peak, witness="body-end", start=0, stand_in=True, **witnesses):
-    return DevicePeak(name, start, peak, witness, {"end": start, witness: peak, **witnesses}, None, stand_in)
+def device(name, peak, witness="body-end", start=0, stand_in=True, sampler=None, program="", **witnesses):
+    return DevicePeak(
+        name, start, peak, witness, {"end": start, witness: peak, **witnesses}, None, stand_in, sampler=sampler, program=program
+    )
 
 
 def peak_report(*devices, programs=(), uncounted=""):
@@ -26,15 +28,33 @@ def peak_report(*devices, programs=(), uncounted=""):
 
 
 def test_budget_message_names_the_worst_device_witness_and_budget():
-    report = peak_report(device("cpu:0", 40 * MB), device("cpu:1", 50 * MB, "sampler"), device("cpu:2", 1 * MB))
+    report = peak_report(
+        device("cpu:0", 40 * MB), device("cpu:1", 50 * MB, "program", program="jit(step)"), device("cpu:2", 1 * MB)
+    )
     result = BudgetResult(report, Budget(30 * MB, "max_hbm('30MB')"))
     assert result.failed and result.verdict.value == "over budget"
     assert result.message.splitlines() == [
-        "max_hbm: peak 50.0MB on cpu:1 is over the budget of 30.0MB (max_hbm('30MB')), judged by sampler; "
+        "max_hbm: peak 50.0MB on cpu:1 is over the budget of 30.0MB (max_hbm('30MB')), judged by program jit(step); "
         + text.STAND_IN_NOTE,
-        "  cpu:1: start 0B, peak 50.0MB by sampler [end 0B, sampler 50.0MB]",
+        "  cpu:1: start 0B, peak 50.0MB by program jit(step) [end 0B, program 50.0MB]",
         "  cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
     ]
+
+
+def test_what_only_the_sampler_saw_is_said_and_not_judged():
+    report = peak_report(device("cpu:0", 4 * MB, sampler=9 * MB))
+    result = BudgetResult(report, Budget(7 * MB, "max_hbm('7MB')"))
+    assert not result.failed and result.message == "" and result.sampled_over == [report.devices["cpu:0"]]
+    assert text.peak_line(report.devices["cpu:0"]) == (
+        "cpu:0: start 0B, peak 4.0MB by body-end [end 0B, body-end 4.0MB]; the sampler saw 9.0MB, 5.0MB more than "
+        "any deterministic reading explains (timing-dependent, not judged)"
+    )
+    assert text.sampled_over(result).startswith(
+        "max_hbm: only the sampler saw 9.0MB on cpu:0, over the budget of 7.0MB (max_hbm('7MB')); the test is judged "
+        "by its deterministic peak, 4.0MB by body-end."
+    )
+    below = peak_report(device("cpu:0", 4 * MB, sampler=3 * MB))
+    assert "sampler" not in text.peak_line(below.devices["cpu:0"])
 
 
 def test_budget_message_without_the_stand_in_note_where_the_runtime_reports():
@@ -51,20 +71,21 @@ def test_a_result_under_budget_or_without_one_has_no_message():
     assert not BudgetResult(report, None).failed
 
 
-def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_counted():
-    program = CompiledProgram("jit_step", ("cpu:0",), 48 * MB, 16 * MB, 16 * MB, 16 * MB)
-    section = text.peak_section(peak_report(device("cpu:0", 40 * MB), programs=[program]))
+def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_read():
+    programs = [Need(f"jit_{i}", ("cpu:0",), (48 - i) * MB, 16 * MB, 16 * MB, 16 * MB) for i in range(text.PROGRAMS_SHOWN + 2)]
+    section = text.peak_section(peak_report(device("cpu:0", 40 * MB), programs=programs))
     assert section.splitlines() == [
         "cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
         "host peak (VmHWM): 300.0MB",
-        "compiled jit_step on cpu:0: peak 48.0MB (arguments 16.0MB, outputs 16.0MB, temps 16.0MB)",
+        *(
+            f"ran jit_{i} on cpu:0: needs {48 - i}.0MB (arguments 16.0MB, outputs 16.0MB, temps 16.0MB)"
+            for i in range(text.PROGRAMS_SHOWN)
+        ),
+        "... and 2 smaller programs",
     ]
     for code, words in text.UNCOUNTED.items():
         section = text.peak_section(peak_report(device("cpu:0", 1), uncounted=code))
-        assert f"compiled programs: not counted ({words})" in section
-    assert "compiled programs: not counted (jax's caches were kept, so a program an earlier test compiled" in text.peak_section(
-        peak_report(device("cpu:0", 1), uncounted="caches kept")
-    )
+        assert f"programs run: not read ({words})" in section
 
 
 def test_oom_message_in_a_test_and_in_setup():
