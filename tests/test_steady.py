@@ -114,10 +114,12 @@ def test_next():                           # 4 MB
 """
 
 
-def test_a_failed_test_does_not_charge_the_next_one(pytester):
-    pytester.makepyfile(test_after=AFTER_FAILURE)
+@pytest.mark.parametrize("expected", [False, True], ids=["failed", "xfailed"])
+def test_a_failed_test_does_not_charge_the_next_one(pytester, expected):
+    source = AFTER_FAILURE.replace("def test_fails_holding_array", "@pytest.mark.xfail\ndef test_fails_holding_array") if expected else AFTER_FAILURE
+    pytester.makepyfile(test_after=source)
     after = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", "--tpumem-json=after.json")
-    after.assert_outcomes(passed=1, failed=1)
+    after.assert_outcomes(passed=1, **({"xfailed": 1} if expected else {"failed": 1}))
     alone = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", "--tpumem-json=alone.json", "-k", "test_next")
     alone.assert_outcomes(passed=1)
     figures = [json.loads((pytester.path / f).read_text())["tests"]["test_after.py::test_next"] for f in ("after.json", "alone.json")]
@@ -132,7 +134,7 @@ def mlp(x, w):
         x = jax.nn.relu(x @ w)             # bf16 activations, computed through float32 temporaries on CPU
     return x
 
-@pytest.mark.max_hbm("40MB")   # x and w: 10.5 MB; with mlp's output and temporaries: 52.4 MB
+@pytest.mark.max_hbm("20MB")   # x and w: 10.5 MB; with mlp's output and temporaries 52.4 MB (jax 0.10), 27.3 MB (0.12)
 def test_over_by_its_programs_temporaries():
     x = jnp.ones((4096, 1024), jnp.bfloat16)
     w = jnp.ones((1024, 1024), jnp.bfloat16) * 0.001
@@ -156,7 +158,7 @@ def test_a_budget_gets_the_same_verdict_and_figure_under_the_sweep(pytester):
         rows[name] = {t: (e["peak"], e["witness"].split(";")[0]) for t, e in tests.items()}
     assert rows["plain"] == rows["swept"]
     peak, witness = rows["plain"]["test_swept.py::test_over_by_its_programs_temporaries"]
-    assert peak > 40 * MB and witness == "program"
+    assert peak > 20 * MB and witness == "program"
 
 
 def test_each_device_buffer_is_counted_once():
@@ -199,7 +201,7 @@ def test_work_left_in_flight_is_not_a_host_leak():
         slow([jnp.ones((10_000_000,)) for _ in range(len(runs))], x)  # 40 MB each, dropped at once
 
     report = check_leaks(body, iterations=3, threshold="10MB")
-    (rss,) = [s for s in report.series if s.device == "host"]
+    (rss,) = [s for s in report.series if s.name == "host RSS"]
     assert not report.leaking and all(abs(d) < 5 * MB for d in rss.deltas), report.message()
 
 

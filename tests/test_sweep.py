@@ -54,12 +54,12 @@ def test_sweep_fails_the_planted_leaky_testcase_and_function_and_passes_their_cl
     result.stdout.fnmatch_lines(
         [
             "*_ LeakyCase.test_keeps_every_result _*",
-            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 2 iterations, confirmed by 2 more runs with jax's caches "
+            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
-            # the 2 iterations, the run after clearing the caches and the 2 confirming runs each keep one
-            "       16.0MB/iteration  5 arrays f32[[]4000000[]] on cpu:0  at test_suite.py:20 in LeakyCase.test_keeps_every_result",
+            # the iteration, the run after clearing the caches and the 2 confirming runs each keep one
+            "       16.0MB/iteration  4 arrays f32[[]4000000[]] on cpu:0  at test_suite.py:20 in LeakyCase.test_keeps_every_result",
             "*_ test_leaky_function _*",
-            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 2 iterations, confirmed by 2 more runs with jax's caches "
+            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
         ]
     )
@@ -89,8 +89,8 @@ def test_sweep_runs_a_testcase_method_on_its_instance_with_setup_and_teardown_ar
 
         def test_after():
             runs = [c for c in calls if isinstance(c, int)]
-            assert len(runs) == 3 and len(set(runs)) == 1  # 1 warmup + 2 iterations, one instance
-            assert calls == ["setUp", runs[0], "tearDown"] * 3
+            assert len(runs) == 2 and len(set(runs)) == 1  # 1 warmup + 1 iteration, one instance
+            assert calls == ["setUp", runs[0], "tearDown"] * 2
         """
     )
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-p", "no:randomly")
@@ -197,7 +197,7 @@ def test_under_the_sweep_a_test_that_cannot_run_twice_keeps_its_pass_with_a_warn
     result.assert_outcomes(passed=2, failed=1, warnings=2)
     result.stdout.fnmatch_lines(
         [
-            "*PytestWarning: test_counter cannot be leak-checked: it passed its first run but raised on run 2 of 3*",
+            "*PytestWarning: test_counter cannot be leak-checked: it passed its first run but raised on run 2 of 2*",
             "*PytestWarning: test_once cannot be leak-checked*",
             "tpumem: 2 tests passed but could not be leak-checked by --tpumem-leak-check=all*leak_check(False)",
         ]
@@ -272,7 +272,7 @@ def test_log_records_of_reruns_do_not_accumulate(pytester):
             seen.append(len(caplog.records))
 
         def test_after():
-            assert seen == [1, 1, 1]
+            assert seen == [1, 1]
         """
     )
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-leak-check=all", "-p", "no:randomly")
@@ -334,10 +334,9 @@ def test_sweep_keeps_caches_and_counts_only_what_survives_clearing_them(pytester
             "*_ test_registry_of_compiled_steps _*",
             # the table, 16MB a run (jaxlib <= 0.11 also makes a second jax.Array on its buffer for the
             # jit that captures it: counted once), confirmed with jax's caches cleared after each run
-            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 2 iterations, confirmed by 2 more runs with jax's caches "
+            "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
-            "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB) -> 48.0MB (+16.0MB); "
-            "confirmation: 64.0MB -> 80.0MB (+16.0MB) -> 96.0MB (+16.0MB)",
-            "       16.0MB/iteration  5 arrays f32[[]4000000[]] on cpu:0  at test_sweep_keeps_caches*.py:7 in make_step",
+            "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB); confirmation: 48.0MB -> 64.0MB (+16.0MB) -> 80.0MB (+16.0MB)",
+            "       16.0MB/iteration  4 arrays f32[[]4000000[]] on cpu:0  at test_sweep_keeps_caches*.py:7 in make_step",
         ]
     )

@@ -13,12 +13,19 @@ Every reading waits for the work the run left in flight (readings.inflight): a p
 outputs the run dropped still holds its buffers until it ends, and host RSS read before that
 moved by whole buffers from one iteration to the next.
 
-A growth that is not read off live arrays alone is confirmed before it is a leak: where only host
-RSS grew (it moves by whole allocator blocks, and more than a test's own memory lives there), and
-everywhere under the whole-suite sweep (jax's caches kept between runs, which hold what the runs
-compiled). ``iterations`` more runs are read, with jax's caches cleared after each where the first
-ones cleared them or the sweep asks (then one more run first, as the warmup was); a series leaks
-only when those runs grow by the threshold too, and its growth is the smaller of the two figures.
+The host has two series. ``host malloc``, the bytes the C allocator has handed out (glibc), is
+exact and gets the rule above. ``host RSS`` also sees Python's small objects and memory mapped
+directly, but moves by whole blocks the allocator keeps or gives back (a freed 16.8 MB buffer kept
+resident by a thread's arena for a few runs): it has grown only where *every* delta grew by the
+threshold, as CPython's refleak hunter asks of reference counts.
+
+A growth that is not read off live arrays alone is confirmed before it is a leak: where only the
+host grew (more than a test's own memory lives there), and everywhere under the whole-suite sweep
+(jax's caches kept between runs, which hold what the runs compiled; one iteration only, so that a
+clean test costs two runs). As many runs again as the iterations, and at least
+``defaults.CONFIRM_RUNS``, are read, with jax's caches cleared after each where the first ones
+cleared them or the sweep asks (then one more run first, as the warmup was); a series leaks only
+when those runs grow by the threshold too, and its growth is the smaller of the two figures.
 What the caches held before the check is then in the confirmation's baseline as in its last
 reading, so it is never credited against a growth.
 
@@ -49,12 +56,16 @@ def _deltas(values: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b - a for a, b in zip(values, values[1:]))
 
 
-def _rule(values: tuple[int, ...]) -> int:
-    """The lower median delta, but no more than the mean: see the module's docstring."""
+def _rule(values: tuple[int, ...], every: bool = False) -> int:
+    """The lower median delta (``every``: the smallest), but no more than the mean: see the module's docstring."""
     d = sorted(_deltas(values))
     if not d:
         return 0
-    return min(d[(len(d) - 1) // 2], (values[-1] - values[0]) // len(d))
+    return min(d[0] if every else d[(len(d) - 1) // 2], (values[-1] - values[0]) // len(d))
+
+
+HOST_MALLOC = "host malloc"  # bytes the C allocator has handed out (readings.host.malloc_in_use)
+HOST_RSS = "host RSS"
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class Series:
     limit: int | None = None
     limit_source: str = "bytes_limit"  # where the limit comes from: the device's, or a TPU target's usable HBM
     confirmation: tuple[int, ...] = ()  # where a growth was confirmed: the baseline and each of the runs after
+    every: bool = False  # grown only where every delta grew (host RSS, which moves by whole allocator blocks)
 
     @property
     def deltas(self) -> tuple[int, ...]:
@@ -74,12 +86,12 @@ class Series:
 
     @property
     def growth(self) -> int:
-        """Growth per iteration as judged: the lower median of the deltas, but no more than the
-        mean (net growth over the iterations), so memory that goes up and down is not growth.
-        Where the growth was confirmed by more runs, no more than their growth either."""
-        growth = _rule(self.values)
+        """Growth per iteration as judged: the lower median of the deltas (``every``: the smallest),
+        but no more than the mean (net growth over the iterations), so memory that goes up and
+        down is not growth. Where the growth was confirmed by more runs, no more than their growth either."""
+        growth = _rule(self.values, self.every)
         if len(self.confirmation) > 1:
-            growth = min(growth, _rule(self.confirmation))
+            growth = min(growth, _rule(self.confirmation, self.every))
         return growth
 
     def iterations_left(self) -> int | None:
@@ -231,6 +243,15 @@ class LeakReport(Told):
         return tuple(s for s in self.series if (t := self.threshold_for(s)) is not None and s.growth >= t)
 
     @property
+    def figure(self) -> Series | None:
+        """The series whose growth a gate compares: the first leaking one; else the fastest-growing of
+        those read exactly (host RSS, which moves by allocator blocks, is left out)."""
+        if self.leaking_series:
+            return self.leaking_series[0]
+        exact = [s for s in self.series if not s.every and self.threshold_for(s) is not None]
+        return max(exact, key=lambda s: s.growth, default=None)
+
+    @property
     def cache_grows(self) -> bool:
         """Programs were compiled anew and kept in every iteration: jax's compile cache grows (a
         leak of its own, except where a growth is confirmed after clearing: then only bytes count)."""
@@ -322,7 +343,7 @@ def _residue(before: dict[str, int], point: dict[str, tuple[int, int | None]]) -
     """What clearing jax's caches freed: the reading before it minus the point read after it."""
     out = {}
     for label, used in before.items():
-        after = point.get("host RSS" if label == "host" else f"{label} bytes in use")
+        after = point.get(HOST_RSS if label == "host" else f"{label} bytes in use")
         if after is not None:
             out[label] = max(0, used - after[0])
     return out
@@ -335,9 +356,12 @@ def _read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> dic
         point[f"{label} live arrays"] = (mem.live_bytes, mem.limit)
         if mem.in_use is not None:
             point[f"{label} bytes in use"] = (mem.in_use, mem.limit)
+    allocated = host_readings.malloc_in_use()
+    if allocated is not None:
+        point[HOST_MALLOC] = (allocated, None)
     rss = host_readings.host_rss()
     if rss is not None:
-        point["host RSS"] = (rss, None)
+        point[HOST_RSS] = (rss, None)
     return point
 
 
@@ -349,12 +373,13 @@ def _confirm(
     births: Any,
     last: dict[str, tuple[int, int | None]],
     iterations: int,
+    runs: int,
     clear: bool,
     cleared_before: bool,
     step: Callable[[int], None],
 ) -> tuple[list[dict[str, tuple[int, int | None]]], int]:
-    """``iterations`` more runs, read as the first ones were (jax's caches cleared after each where
-    ``clear``): the points, baseline first, and the runs made. Where the first runs kept the caches
+    """``runs`` more runs after the ``iterations``, read as those were (jax's caches cleared after
+    each where ``clear``): the points, baseline first, and the runs made. Where the first runs kept the caches
     and these clear them, the caches are cleared and the code run once first, as the warmup was:
     the baseline then holds what the caches held before the check, as every later reading does."""
     run = iterations
@@ -366,7 +391,7 @@ def _confirm(
         points = [_read(devices, births.visitor(run))]
     else:
         points = [last]
-    for done in range(iterations):
+    for done in range(runs):
         _settle(fn(*args, **kwargs))
         _cleanup(clear)
         run += 1
@@ -488,11 +513,11 @@ def check_leaks(
         series = []
         for name, (_, limit) in points[0].items():
             if all(name in p for p in points):
-                device = "host" if name == "host RSS" else name.split(" ", 1)[0]
+                device = "host" if name.startswith("host ") else name.split(" ", 1)[0]
                 source = "bytes_limit"
                 if limit is None and device != "host" and capacity is not None:
                     limit, source = capacity
-                series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source))
+                series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source, every=name == HOST_RSS))
         report = LeakReport(
             iterations,
             warmup,
@@ -512,9 +537,10 @@ def check_leaks(
             # Not read off live arrays alone: confirmed by as many runs again before it is a leak.
             clear = clear_caches or confirm_cleared
             try:
+                runs = max(iterations, defaults.CONFIRM_RUNS)
                 confirmation, confirming_runs = _confirm(
-                    fn, args, kwargs, devices, births, points[-1], iterations, clear, clear_caches,
-                    lambda done: step(total + done, total + iterations),
+                    fn, args, kwargs, devices, births, points[-1], iterations, runs, clear, clear_caches,
+                    lambda done: step(total + done, total + runs),
                 )
             except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands
                 report = replace(report, unconfirmed=f"{type(e).__name__}: {str(e).strip()[:200]}")
@@ -522,7 +548,7 @@ def check_leaks(
                 runs_after_baseline += confirming_runs
                 report = replace(
                     report,
-                    confirmed_by=iterations,
+                    confirmed_by=runs,
                     series=tuple(
                         replace(s, confirmation=tuple(p[s.name][0] for p in confirmation))
                         if all(s.name in p for p in confirmation)

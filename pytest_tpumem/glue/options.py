@@ -44,16 +44,16 @@ OPTIONS = (
     (
         "tpumem_sample_ms",
         "--tpumem-sample-ms",
-        f"interval of the bytes-in-use sampler in ms (default {defaults.SAMPLE_MS:g}; 0 turns it off)",
+        f"interval of the bytes-in-use sampler in ms, evidence beside the peak that never judges (default "
+        f"{defaults.SAMPLE_MS:g}; 0 turns it off)",
         "float",
     ),
     (
         "tpumem_recompile",
         "--tpumem-recompile",
-        "which budgeted tests start with jax's caches cleared, so that the programs they run are compiled "
-        "inside them and count toward the budget whatever ran before: marked (max_hbm markers, the default), "
-        "all (the default budget too), none (only tests judged on a TPU target, whose programs must be "
-        "lowered inside them)",
+        "which budgeted tests start with jax's caches cleared, so the programs other tests compiled are not in "
+        "their start (a GPU or TPU counts them in bytes in use): marked (max_hbm markers, the default), all (the "
+        "default budget too), none (only tests judged on a TPU target); every program a test runs counts either way",
         "choice:" + "|".join(RECOMPILE),
     ),
     (
@@ -73,7 +73,8 @@ OPTIONS = (
         "tpumem_leak_check",
         "--tpumem-leak-check",
         "which tests are leak-checked: marked (leak_check markers, the default) or all (every test of the run, "
-        f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each with jax's caches kept, unless marked "
+        f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each with jax's caches kept, a growth confirmed by "
+        f"{defaults.CONFIRM_RUNS} more with them cleared, unless marked "
         "leak_check(False); unittest.TestCase methods included)",
         "choice:" + "|".join(LEAK_CHECK),
     ),

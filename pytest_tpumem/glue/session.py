@@ -79,7 +79,8 @@ class TpuMem:
         self.config = config
         self.settings = settings
         self.rows: dict[str, list[dict[str, Any]]] = {}
-        self.collect_first = False  # a test failed: its traceback cycle may hold arrays until gc
+        self.collect_first: str | bool = False  # a test raised: its traceback's cycle may hold arrays until the
+        # collector runs; "full" after a failure or an xfail, "young" (generations 0 and 1) after a skip
         self.skipped_without_libtpu = 0
         self._devices: list[Any] | None = None  # see devices(): read lazily, never before the first measured test
         self._backend: dict[str, Any] | None = None  # see backend()
@@ -240,7 +241,7 @@ class TpuMem:
             if hasattr(sys, name):
                 delattr(sys, name)
         if self.collect_first:
-            gc.collect()
+            gc.collect(2 if self.collect_first == "full" else 1)
             self.collect_first = False
 
     def _start_target(self, item: pytest.Item, plan: TestPlan) -> Any:
@@ -446,8 +447,10 @@ class TpuMem:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from ..telling.rows import records_of
 
-        if report.failed:
-            self.collect_first = True
+        if report.failed or hasattr(report, "wasxfail"):  # its traceback may hold its frames in a cycle
+            self.collect_first = "full"
+        elif report.skipped and not self.collect_first:  # a skip raised too, mostly before its test made anything
+            self.collect_first = "young"
         records = records_of(report.user_properties)
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.

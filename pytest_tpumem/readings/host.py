@@ -29,6 +29,46 @@ def host_rss() -> int | None:
         return None
 
 
+def malloc_in_use() -> int | None:
+    """Bytes the C allocator has handed out and not had back (glibc's ``mallinfo2``: every arena's
+    allocated chunks, and the chunks it mmapped), or None where it cannot say (another libc, glibc
+    before 2.33). Unlike RSS, freed memory the allocator keeps for later does not count: a thread
+    arena keeps a freed 16.8 MB block resident (``malloc_trim`` trims only the main heap's top) and
+    RSS moved by it from one iteration to the next. Python's small objects (pymalloc's arenas) and
+    memory mapped directly are not in it. About 1 us a reading."""
+    info = _mallinfo2()
+    if info is None:
+        return None
+    try:
+        m = info()
+    except Exception:
+        return None
+    return int(m.uordblks + m.hblkhd)
+
+
+_MALLINFO2: list[Any] = []
+
+
+def _mallinfo2() -> Any:
+    if not _MALLINFO2:
+        try:
+            import ctypes
+
+            class Mallinfo2(ctypes.Structure):
+                _fields_ = [
+                    (name, ctypes.c_size_t)
+                    for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+                ]
+
+            fn = ctypes.CDLL(None).mallinfo2
+            fn.restype = Mallinfo2
+            fn.argtypes = []
+            _MALLINFO2.append(fn)
+        except (OSError, AttributeError):
+            _MALLINFO2.append(None)
+    return _MALLINFO2[0]
+
+
 def host_peak_resettable() -> bool:
     import os
 

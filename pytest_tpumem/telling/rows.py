@@ -107,7 +107,7 @@ def target_row(r: TargetResult) -> dict[str, Any]:
 
 
 def leak_row(r: LeakReport) -> dict[str, Any]:
-    worst = r.worst
+    worst = r.figure
     source = worst.name if worst else ""
     if r.sites and r.sites[0].site is not None:
         source += f" at {r.sites[0].site.file}:{r.sites[0].site.line}"
@@ -129,6 +129,7 @@ def leak_row(r: LeakReport) -> dict[str, Any]:
                 "device": s.device,
                 "values": list(s.values),
                 "confirmation": list(s.confirmation) or None,
+                "every": s.every,
                 "growth": s.growth,
                 "threshold": r.threshold_for(s),
                 "limit": s.limit,
