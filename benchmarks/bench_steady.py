@@ -1,0 +1,249 @@
+"""(h) Steadiness under load: the same clean code must get the same verdict and the same figures on
+every run, on a busy 2-core runner too; planted leaks must be reported at their true rates.
+
+Runs two suites N times each (alternating), each run in a fresh pytest process under --tpumem with
+a JSON report, while a bounded CPU and memory load runs beside them (benchmarks/_load.py: started
+before the first run, stopped after the last):
+
+- the bundled examples/ (the README's main job), and
+- a generated suite of the cases found on a loaded runner (issue 15): an input made inside a
+  budgeted test, a bf16 layer norm, a loop that replaces its state, a numpy array put on the device
+  and dropped, a failing test followed by a budgeted one, a clean leak-checked optax training step,
+  a budget under the sweep, and planted leaks with known rates (device arrays, a list of numpy
+  copies, a dict of host copies) that must fail.
+
+Prints, per test: the verdicts seen, and the spread (min-max) of every figure a gate compares
+(``peak``, ``growth``) and of host growth; then the planted leaks' reported rates against their true
+rates. Goals: no false failure, no spread for deterministic figures, planted rates within 2%.
+
+    python benchmarks/bench_steady.py --runs 20            # ~25 min here
+    python benchmarks/bench_steady.py --runs 3 --no-load   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _load import background_load, describe  # noqa: E402
+from _util import PY, base_env, load_average, machine, table, timed_run  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MB = 10**6
+
+CASES = {
+    "conftest.py": """
+        import os
+        os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    """,
+    "test_peaks.py": """
+        import jax, jax.numpy as jnp, numpy as np, pytest
+
+        @jax.jit
+        def double(x):
+            return x * 2
+
+        def layer_norm_bf16(x):
+            mu = x.mean(-1, keepdims=True)
+            return (x - mu) * jax.lax.rsqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+        @pytest.mark.max_hbm("8MB")          # x and double(x): 8 MB at once
+        def test_input_made_in_the_test():
+            x = jnp.ones((1_000_000,))
+            double(x).block_until_ready()
+
+        @pytest.mark.max_hbm("40MB")         # x and its output: 33.6 MB
+        def test_bf16_layer_norm():
+            x = jnp.ones((4096, 2048), jnp.bfloat16)
+            jax.jit(layer_norm_bf16)(x).block_until_ready()
+
+        @pytest.mark.max_hbm("40MB")         # the old x and the new one: 33.6 MB
+        def test_loop_replaces_its_state():
+            f = jax.jit(lambda a: a * 2)
+            x = jnp.ones((4096, 2048), jnp.bfloat16)
+            for _ in range(5):
+                x = f(x)
+            x.block_until_ready()
+
+        @pytest.mark.max_hbm("30MB")         # 8 MB on the device, never bound to a name
+        def test_numpy_to_device():
+            jax.device_put(np.ones((2_000_000,), np.float32)).block_until_ready()
+    """,
+    "test_after_failure.py": """
+        import pytest, jax.numpy as jnp
+
+        @pytest.mark.xfail(strict=True)
+        def test_fails_holding_array():
+            big = jnp.ones((3_000_000,))     # 12 MB in the frame its traceback keeps
+            assert float(big.sum()) < 0
+
+        @pytest.mark.max_hbm("6MB")          # 4 MB
+        def test_next():
+            jnp.ones((1_000_000,)).block_until_ready()
+    """,
+    "test_train_step.py": """
+        import jax, jax.numpy as jnp, numpy as np, optax, pytest
+
+        SIZES = (512, 1024, 1024, 10)
+        OPT = optax.adam(1e-3)
+
+        def apply(params, x):
+            for w, b in params[:-1]:
+                x = jax.nn.relu(x @ w + b)
+            w, b = params[-1]
+            return x @ w + b
+
+        def loss_fn(params, x, y):
+            return optax.softmax_cross_entropy_with_integer_labels(apply(params, x), y).mean()
+
+        @jax.jit
+        def train_step(params, opt_state, x, y):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+            updates, opt_state = OPT.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss
+
+        @pytest.fixture
+        def state():
+            rng = np.random.default_rng(0)
+            params = [(jnp.asarray(rng.standard_normal((a, b), np.float32) / np.sqrt(a)), jnp.zeros((b,)))
+                      for a, b in zip(SIZES[:-1], SIZES[1:])]
+            x = jnp.asarray(rng.standard_normal((256, SIZES[0]), np.float32))
+            y = jnp.asarray(rng.integers(0, 10, (256,), np.int32))
+            return params, OPT.init(params), x, y
+
+        @pytest.mark.max_hbm("500MB")
+        @pytest.mark.leak_check(threshold="10MB")
+        def test_step_leak_checked(state):
+            params, opt_state, x, y = state
+            p, o, loss = train_step(params, opt_state, x, y)
+            assert jnp.isfinite(loss)
+    """,
+    "test_planted.py": """
+        import jax.numpy as jnp, numpy as np, pytest
+
+        device_kept, host_list, host_dict = [], [], {}
+
+        @pytest.mark.leak_check(threshold="10MB")
+        def test_device_list_16MB():
+            device_kept.append(jnp.ones((4_000_000,), jnp.float32))
+
+        @pytest.mark.leak_check(threshold="10MB")
+        def test_host_list_20MB():
+            host_list.append(np.full((5_000_000,), 1.0, np.float32))
+
+        @pytest.mark.leak_check(threshold="10MB")
+        def test_host_dict_16MB():
+            host_dict[len(host_dict)] = np.asarray(jnp.arange(4_000_000, dtype=jnp.float32)) + 0
+    """,
+}
+TRUE_RATES = {"test_device_list_16MB": 16 * MB, "test_host_list_20MB": 20 * MB, "test_host_dict_16MB": 16 * MB}
+
+
+def write_cases(directory: str) -> None:
+    for name, source in CASES.items():
+        with open(os.path.join(directory, name), "w") as f:
+            f.write(textwrap.dedent(source).lstrip())
+
+
+def host_growth(entry: dict) -> int | None:
+    for check in entry.get("checks", []):
+        for series in (check.get("series") or {}).values():
+            if series.get("device") == "host":
+                return series.get("growth")
+    return None
+
+
+def run_once(args: list[str], cwd: str, env: dict, report: str) -> tuple[float, dict]:
+    wall, _, proc = timed_run([PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tpumem", f"--tpumem-json={report}", *args], cwd=cwd, env=env)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    with open(report) as f:
+        return wall, json.load(f)["tests"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--load-cpus", type=int, default=2)
+    ap.add_argument("--load-mb", type=int, default=300)
+    ap.add_argument("--no-load", action="store_true")
+    a = ap.parse_args()
+    env = base_env()
+    print(machine())
+    print("load:", "none" if a.no_load else describe(a.load_cpus, a.load_mb))
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = os.path.join(tmp, "cases")
+        os.mkdir(cases)
+        write_cases(cases)
+        suites = {
+            "examples": (["examples/"], ROOT),
+            "cases": ([".", "--tpumem-leak-check=marked"], cases),
+            "cases under the sweep": (["test_peaks.py", "test_train_step.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"], cases),
+        }
+        seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        walls: dict[str, list[float]] = defaultdict(list)
+        began = time.perf_counter()
+        with background_load(a.load_cpus, a.load_mb) if not a.no_load else _nothing():
+            print(load_average())
+            for r in range(a.runs):
+                for suite, (args, cwd) in suites.items():
+                    wall, tests = run_once(args, cwd, env, os.path.join(tmp, "report.json"))
+                    walls[suite].append(wall)
+                    for nodeid, e in tests.items():
+                        key = f"{suite}: {nodeid}"
+                        seen[key]["verdict"].append(f"{e['verdict']}/{e['outcome']}")
+                        seen[key]["peak"].append(e.get("peak"))
+                        seen[key]["growth"].append(e.get("growth"))
+                        seen[key]["host"].append(host_growth(e))
+                print(f"  run {r + 1}/{a.runs} done ({time.perf_counter() - began:.0f} s; {load_average()})", flush=True)
+    rows, false_failures, spread = [], 0, 0
+    for key, figures in sorted(seen.items()):
+        planted = any(name in key for name in TRUE_RATES)
+        verdicts = ", ".join(f"{v} x{figures['verdict'].count(v)}" for v in sorted(set(figures["verdict"])))
+        if not planted and "test_fails_holding_array" not in key:
+            false_failures += sum(1 for v in figures["verdict"] if not v.startswith("ok/passed"))
+        cells = []
+        for figure in ("peak", "growth", "host"):
+            values = [v for v in figures[figure] if v is not None]
+            if not values:
+                cells.append("-")
+                continue
+            lo, hi = min(values), max(values)
+            if figure != "host" and hi != lo and not planted:
+                spread += 1
+            cells.append(f"{lo / MB:.3f}" if lo == hi else f"{lo / MB:.3f}-{hi / MB:.3f}")
+        rows.append((key, verdicts, *cells))
+    print()
+    print(table(("test", "verdicts", "peak MB", "growth MB/iter", "host growth MB/iter"), rows))
+    print()
+    rates = []
+    for key, figures in sorted(seen.items()):
+        for name, true in TRUE_RATES.items():
+            if key.endswith("::" + name):
+                got = [g for g in figures["growth"] if g is not None]
+                worst = max(abs(g - true) / true for g in got)
+                rates.append((key, f"{true / MB:.1f}", f"{min(got) / MB:.2f}-{max(got) / MB:.2f}", f"{100 * worst:.2f}%"))
+    print(table(("planted leak", "true MB/iter", "reported MB/iter", "worst error"), rates))
+    print()
+    print(f"false failures: {false_failures}; gate figures (peak, growth) of clean tests that moved between runs: {spread}")
+    for suite, w in walls.items():
+        print(f"{suite}: {len(w)} runs, wall {min(w):.1f}-{max(w):.1f} s")
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main()
