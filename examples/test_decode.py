@@ -95,16 +95,16 @@ def generate_loop(params, prompt, new_tokens=NEW_TOKENS):
     return tokens[:, : prompt_len + new_tokens]
 
 
-# Leak checks judge host RSS as well as device memory, per iteration. Here RSS stays within ~2 MB
-# from one generation to the next on CPU (the cache's two 33.5 MB buffers are above the size glibc
-# keeps in its heap, so freeing them gives the memory straight back): 10 MB leaves headroom, and
-# one leaked KV cache would be 67.1 MB.
+# Leak checks judge host RSS as well as device memory, per iteration. The loop returns while its
+# last steps still run (their outputs are dropped), and their buffers are freed only when they end:
+# tpumem waits for that before it reads, and RSS then stays within ~0.2 MB from one generation to
+# the next on CPU. 10 MB leaves headroom, and one leaked KV cache would be 67.1 MB.
 LEAK_THRESHOLD = "10MB"
 
 
-# Measured on CPU (jax 0.10.2): peak 108.9 MB, judged by the compiled program: the parameters
-# (7.9 MB) plus the cache and the token buffer, which live inside the program as XLA temporaries
-# (101.1 MB by memory_analysis()). No live array ever holds them.
+# Measured on CPU (jax 0.10.2): peak 108.9 MB, judged by the program: the parameters (7.9 MB) when
+# it starts, plus the cache and the token buffer, which live inside it as XLA temporaries (101.1 MB
+# by its memory analysis). No live array ever holds them.
 @pytest.mark.max_hbm("300MB")
 def test_scan_decode_fits_budget(decoder_params, prompt):
     tokens = generate_scan(decoder_params, prompt)
@@ -113,8 +113,10 @@ def test_scan_decode_fits_budget(decoder_params, prompt):
     assert (tokens >= 0).all() and (tokens < decoder_params["embed"].shape[0]).all()
 
 
-# Measured on CPU: peak 75.0 MB (parameters 7.9 MB + cache 67.1 MB; the cache is donated to every
-# step, so there is never a second one), growth 0 B per generation on the device.
+# Measured on CPU: peak 108.9 MB, judged by a step: the parameters, the cache and the token buffer
+# (75.0 MB) when it starts, plus its 33.9 MB of temporaries (XLA's memory analysis of decode_step on
+# CPU). The cache is donated to every step, so there is never a second one. Growth 0 B per
+# generation on the device.
 # clear_caches=False keeps jax's caches between generations, as a server does: the step is compiled
 # once, and a step that recompiled every generation (a new static argument, a new jit) would keep
 # its programs in the cache and show here as growth. It also spares the check three recompiles.

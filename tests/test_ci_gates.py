@@ -42,7 +42,7 @@ def test_json_report_has_every_measured_test_with_figures_and_context(pytester):
     result = _run(pytester, 5_000_000, "--tpumem-json", "out/report.json")
     result.assert_outcomes(passed=2)
     report = json.loads((pytester.path / "out" / "report.json").read_text())
-    assert report["schema"] == "pytest-tpumem-report" and report["version"] == 1
+    assert report["schema"] == "pytest-tpumem-report" and report["version"] == 2
     tests = report["tests"]
     assert set(tests) == {"test_sized.py::test_grows", "test_sized.py::test_steady"}
     grows = tests["test_sized.py::test_grows"]
@@ -134,6 +134,20 @@ def test_a_baseline_from_another_device_kind_warns_and_fails_nothing(pytester):
     result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*base.json is not comparable*'tpu'*'cpu'*none fails"])
+
+
+def test_a_baseline_of_schema_version_1_warns_and_fails_nothing(pytester):
+    """Before version 2 a sampler could set a peak: such figures are shown, not enforced."""
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    _edit_baseline(pytester, lambda r: r.update(version=1))
+    result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "WARNING: base.json is not comparable: it was written by an older pytest-tpumem (schema version 1), whose peaks "
+            "and growth were read another way (a sampler could set a peak); take a new baseline; changes are shown, none fails"
+        ]
+    )
 
 
 def test_the_report_never_overwrites_the_baseline(pytester):

@@ -169,6 +169,16 @@ def test_merge_refuses_a_report_given_twice_and_an_output_that_is_an_input(tmp_p
     assert open(r0, "rb").read() == before and not (tmp_path / "out.json").exists()
 
 
+def test_merge_refuses_reports_of_two_schema_versions(tmp_path):
+    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1)
+    old = json.loads(open(r1).read())
+    old["version"] = 1
+    open(r1, "w").write(json.dumps(old))
+    mixed = cli("merge", r0, r1, "-o", tmp_path / "out.json")
+    assert mixed.returncode == 2 and not (tmp_path / "out.json").exists()
+    assert f"{r1}: schema version 1, but {r0} has 2; merge reports of one run" in mixed.stderr
+
+
 def test_show_prints_the_context_and_the_tests_worst_first(tmp_path):
     path = write(
         tmp_path / "r.json",

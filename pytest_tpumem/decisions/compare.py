@@ -137,14 +137,23 @@ def compare_entry(nodeid: str, old: dict[str, Any], new: dict[str, Any], toleran
     return changes
 
 
-def foreign(old: dict[str, Any], new: dict[str, Any]) -> str:
+DETERMINISTIC_SINCE = 2  # the report schema version from which peaks and growth come from deterministic readings
+
+
+def foreign(old: dict[str, Any], new: dict[str, Any], old_version: int = DETERMINISTIC_SINCE, new_version: int = DETERMINISTIC_SINCE) -> str:
     """Why a baseline's figures are not comparable with this run's ("" where they are): another
-    platform or device kind. A context that does not say (no measured test started the backend)
-    is taken as comparable."""
+    platform or device kind, or figures read another way (a report of schema version 1, whose
+    peaks a timing-dependent sampler could set). A context that does not say (no measured test
+    started the backend) is taken as comparable."""
     for key, what in (("platform", "platform"), ("device_kind", "device kind")):
         a, b = old.get(key), new.get(key)
         if a and b and a != b:
             return f"it was taken on {what} {a!r}, this run is on {b!r}"
+    if (old_version < DETERMINISTIC_SINCE) != (new_version < DETERMINISTIC_SINCE):
+        return (
+            f"it was written by an older pytest-tpumem (schema version {min(old_version, new_version)}), whose peaks "
+            "and growth were read another way (a sampler could set a peak); take a new baseline"
+        )
     return ""
 
 
@@ -182,6 +191,6 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Toleranc
         tuple(changes),
         tuple(sorted(set(new_tests) - set(old_tests))),
         tuple(sorted(set(old_tests) - set(new_tests))),
-        foreign(old.get("context", {}), new.get("context", {})),
+        foreign(old.get("context", {}), new.get("context", {}), int(old.get("version", 1)), int(new.get("version", 1))),
         tolerances,
     )

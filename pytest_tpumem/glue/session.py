@@ -383,7 +383,7 @@ class TpuMem:
         from ..decisions.compare import compare_entry, foreign
         from ..telling.report import entry_of
 
-        if foreign(self.baseline["context"], self._platform()):
+        if foreign(self.baseline["context"], self._platform(), int(self.baseline.get("version", 1))):
             return
         changes = compare_entry(item.nodeid, old, entry_of(records), self.settings.compare_fail)
         regressed = [c for c in changes if c.regressed]
@@ -512,6 +512,7 @@ class TpuMem:
             "settings": {
                 "max_hbm": s.max_hbm,
                 "leak_threshold": s.leak_threshold,
+                "leak_host": s.leak_host,
                 "leak_check": s.leak_check,
                 "target": s.target,
                 "recompile": s.recompile,

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from .rows import merge
 
 SCHEMA = "pytest-tpumem-report"
-VERSION = 1
+VERSION = 2  # 2: peaks and growth from deterministic readings (witness "program", no "sampler"; series "confirmation")
 
 
 class ReportError(ValueError):
@@ -158,6 +158,11 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     seen: dict[tuple[Any, ...], str] = {}
     tests: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for path, report in reports:
+        if report.get("version") != reports[0][1].get("version"):
+            raise ReportError(
+                f"{path}: schema version {report.get('version')}, but {reports[0][0]} has {reports[0][1].get('version')}; "
+                "merge reports of one run"
+            )
         for context in report.get("processes") or [report["context"]]:
             key = (context.get("hostname"), context.get("process_index"), context.get("started"), context.get("pid"))
             if key in seen:
