@@ -22,7 +22,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     from .glue.options import OPTIONS
 
     group = parser.getgroup("tpumem", "device-memory leak checks and HBM budgets (pytest-tpumem)")
-    for name, flag, help_text, kind in OPTIONS:
+    for name, flag, ini_help, kind in OPTIONS:
+        help_text = ini_help.replace("%", "%%")  # argparse formats a flag's help with %: "peak:10%" broke --help
         if kind == "bool":
             group.addoption(flag, dest=name, action="store_true", default=None, help=help_text)
         elif kind == "tolerances":
@@ -32,9 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         # Typed, so pytest 9's native TOML table accepts `tpumem = true` and `tpumem_top = 5`; sizes stay strings.
         ini_type = {"bool": "bool", "int": "int", "float": "float", "tolerances": "linelist"}.get(kind, "string")
         try:
-            parser.addini(name, help_text, type=ini_type, default=None)  # type: ignore[arg-type]
+            parser.addini(name, ini_help, type=ini_type, default=None)  # type: ignore[arg-type]
         except (AssertionError, ValueError, TypeError):  # an older pytest without int and float ini types
-            parser.addini(name, help_text, default=None)
+            parser.addini(name, ini_help, default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -78,7 +78,7 @@ def test_header_shows_stats_and_limit(fake):
     result.stdout.fnmatch_lines(
         [
             "tpumem: jax *, backend cpu (fake accelerator), 2 local devices: cpu:0, cpu:1, bytes_limit 16.0GB",
-            "tpumem: sources: live arrays, memory_stats (bytes_in_use, peak_bytes_in_use, bytes_limit), compiled programs, *",
+            "tpumem: sources: live arrays, memory_stats (bytes_in_use, peak_bytes_in_use, bytes_limit), programs run, *",
         ]
     )
 

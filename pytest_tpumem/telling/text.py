@@ -90,11 +90,13 @@ def backend_lines(s: dict[str, Any]) -> list[str]:
     else:
         stats = f"memory_stats ({', '.join(known) if known else 'every field unknown (-1)'})"
     stand_in = "" if "bytes_in_use" in known else "; live arrays stand in for device memory"
-    host = "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
+    host = ("host malloc, " if s.get("host_malloc") else "") + (
+        "host RSS + VmHWM" if s["host_peak_resettable"] else "host RSS (per-test host peak unavailable)"
+    )
     limit = f", bytes_limit {format_size(s['bytes_limit'])}" if s["bytes_limit"] else ""
     devices = s["devices"]
     unavailable = s.get("unavailable", {})
-    programs = "" if "compiled programs" in unavailable else ", compiled programs"
+    programs = "" if "program runs" in unavailable else ", programs run"
     lines = [
         f"tpumem: jax {s['jax']}, backend {s['backend']} ({s['device_kind']}), "
         f"{_plural(len(devices), 'local device')}: {', '.join(devices[:8])}{' ...' if len(devices) > 8 else ''}{limit}",

@@ -42,6 +42,8 @@ def test_typed_ini_values_and_empty_strings():
         ({"tpumem_recompile": "some"}, {}, "--tpumem-recompile: 'some' is not one of marked, all, none"),
         ({}, {"tpumem_no_libtpu": "ignore"}, "ini tpumem_no_libtpu: 'ignore' is not one of fail, skip"),
         ({"tpumem_target": "v9"}, {}, "--tpumem-target: 'v9' is not a TPU target"),
+        ({"tpumem_leak_host": "sometimes"}, {}, "--tpumem-leak-host: 'sometimes' is not a size; "),
+        ({}, {"tpumem_leak_host": "0MB"}, "ini tpumem_leak_host: '0MB' must be more than 0 bytes"),
     ],
 )
 def test_bad_values_name_the_option_and_where_it_came_from(cli, ini, message):
@@ -61,6 +63,19 @@ def test_an_ini_value_pytest_cannot_read_names_the_ini_key():
 def test_options_that_do_nothing_while_off():
     s = settings({"tpumem_max_hbm": "1GB", "tpumem_leak_threshold": "1MB", "tpumem_top": "3", "tpumem_no_libtpu": "skip"})
     assert unused_when_off(s) == ["--tpumem-max-hbm", "--tpumem-top"]
+
+
+@pytest.mark.parametrize("value, judged", [("on", True), ("OFF", False), ("no", False), ("200MB", 200 * 10**6), (True, True)])
+def test_leak_host_takes_on_off_or_a_size(value, judged):
+    assert settings({}, {"tpumem_leak_host": value}).leak_host == judged
+
+
+def test_help_lists_every_option(pytester):
+    """argparse formats a flag's help with %: a literal "peak:10%" in one used to crash --help."""
+    result = pytester.runpytest_subprocess("--help")
+    assert result.ret == 0, result.stderr.str()
+    out = result.stdout.str()
+    assert all(flag in out for _, flag, _, _ in OPTIONS) and "peak:10%, peak:50MB" in out
 
 
 def test_every_option_has_a_flag_an_ini_twin_and_help():

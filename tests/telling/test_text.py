@@ -188,17 +188,23 @@ def test_header_lines():
         "tpumem: jax 0.10.2, jaxlib 0.10.2; devices are read when the first measured test starts"
     )
     assert text.settings_line(None, 100 * MB) == "tpumem: default budget none, leak threshold 100.0MB/iteration"
+    assert text.settings_line(None, 100 * MB, False).endswith("100.0MB/iteration, host RSS not judged")
+    assert text.settings_line(None, 100 * MB, 200 * MB).endswith("100.0MB/iteration, host RSS 200.0MB/iteration")
     assert text.target_line(parse_target("v4")).startswith("tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)")
     summary = {
         "jax": "0.10.2", "backend": "cpu", "device_kind": "cpu", "devices": ["cpu:0"], "memory_stats": False,
-        "known_stats": [], "bytes_limit": None, "host_peak_resettable": True,
-        "unavailable": {"compiled programs": "jax 9.9 has no jaxlib's Client.live_executables()"},
+        "known_stats": [], "bytes_limit": None, "host_peak_resettable": True, "host_malloc": True,
+        "unavailable": {"program runs": "jax 9.9 has no jax._src.pjit._get_fastpath_data"},
     }
     assert text.backend_lines(summary) == [
         "tpumem: jax 0.10.2, backend cpu (cpu), 1 local device: cpu:0",
-        "tpumem: sources: live arrays, no memory_stats, host RSS + VmHWM; live arrays stand in for device memory",
-        "tpumem: compiled programs unavailable on this jax: jax 9.9 has no jaxlib's Client.live_executables()",
+        "tpumem: sources: live arrays, no memory_stats, host malloc, host RSS + VmHWM; live arrays stand in for device memory",
+        "tpumem: program runs unavailable on this jax: jax 9.9 has no jax._src.pjit._get_fastpath_data",
     ]
+    summary.update(unavailable={}, host_malloc=False)
+    assert text.backend_lines(summary)[1] == (
+        "tpumem: sources: live arrays, no memory_stats, programs run, host RSS + VmHWM; live arrays stand in for device memory"
+    )
     assert text.backend_lines({"error": "Unknown backend: 'no_such_platform'"}) == [
         "tpumem: the jax backend did not start, so no device can be read: Unknown backend: 'no_such_platform'"
     ]
