@@ -183,16 +183,18 @@ class KeptProgram:
 
 
 def kept_in_every_iteration(
-    runs: list[list[Any]], before: dict[Any, int] | None = None, after: dict[Any, int] | None = None
+    runs: list[list[Any]],
+    before: dict[Any, int] | Callable[[], dict[Any, int]] | None = None,
+    after: dict[Any, int] | Callable[[], dict[Any, int]] | None = None,
 ) -> tuple[KeptProgram, ...]:
     """The programs (name, line) compiled in every iteration (readings.programs.ProgramMade per run)
     whose line holds at least one more executable per iteration at the end than at the baseline
-    (``before``/``after``: executables held by line): jax's compile cache grows. A program compiled
-    again but replacing the last one (the cache stays the size it was) is not growth; neither is
-    anything seen in a single iteration."""
-    if len(runs) < 2:
+    (``before``/``after``: executables held by line, or a function that counts them, called only
+    where some program was compiled in every iteration: counting reads every executable's
+    traceback): jax's compile cache grows. A program compiled again but replacing the last one (the
+    cache stays the size it was) is not growth; neither is anything seen in a single iteration."""
+    if len(runs) < 2 or not all(runs):
         return ()
-    before, after = before or {}, after or {}
     counts = []
     for made in runs:
         c: dict[tuple[str, Any], int] = {}
@@ -200,6 +202,10 @@ def kept_in_every_iteration(
             c[(m.name, m.site)] = c.get((m.name, m.site), 0) + 1
         counts.append(c)
     every = set(counts[0]).intersection(*counts[1:])
+    if not every:
+        return ()
+    before = (before() if callable(before) else before) or {}
+    after = (after() if callable(after) else after) or {}
     grown = {key for key in every if after.get(key[1], 0) - before.get(key[1], 0) >= len(runs)}
     return tuple(
         KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(grown, key=str)
@@ -494,7 +500,7 @@ def check_leaks(
         points = [_read(devices, births.visitor(0))]  # what is alive now is not the runs' doing
         first_profile = device_readings.memory_profile() if profile else None
         made: list[list[Any]] = []  # per iteration: the programs it compiled
-        held_before = programs.held_by_site(devices) if not clear_caches else {}
+        held_before = programs.held_now(devices) if not clear_caches else None  # held until the check ends
         compiled: list[int] = []
         residue: dict[str, int] = {}
         for done in range(warmup + 1, total + 1):
@@ -524,7 +530,11 @@ def check_leaks(
             threshold,
             tuple(series),
             compiled=tuple(compiled),
-            kept_programs=() if clear_caches else kept_in_every_iteration(made, held_before, programs.held_by_site(devices)),
+            kept_programs=()
+            if clear_caches
+            else kept_in_every_iteration(
+                made, lambda: programs.count_by_site(held_before or []), lambda: programs.held_by_site(devices)
+            ),
             cache_residue=residue,
             clear_caches=clear_caches,
             confirmed_cleared=confirm_cleared,

@@ -120,11 +120,17 @@ def compiled_since(devices: list[Any], before: list[Any] | None) -> list[Program
 
 
 def held_by_site(devices: list[Any]) -> dict[Any, int]:
-    """How many executables the client holds, by the user's line that compiled them (cheap: no HLO is read)."""
+    """How many executables the client holds, by the user's line that compiled them (no HLO is
+    read, but every executable's traceback is: about 10 us each)."""
+    return count_by_site(jaxcompat.live_executables(_client(devices)) or [])
+
+
+def count_by_site(executables: list[Any]) -> dict[Any, int]:
+    """How many of ``executables`` each user's line compiled."""
     from .frames import user_frame
 
     out: dict[Any, int] = {}
-    for exe in jaxcompat.live_executables(_client(devices)) or []:
+    for exe in executables:
         try:
             site = user_frame(getattr(exe, "traceback", None))
         except Exception:

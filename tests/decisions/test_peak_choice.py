@@ -30,9 +30,8 @@ def test_a_program_compiled_before_the_tracker_still_counts():
     tracker = PeakTracker(sample_interval=0).start()
     double(x).block_until_ready()
     report = tracker.stop()
-    (d,) = [d for d in report.devices.values() if d.device == "cpu:0"]
-    assert d.witnesses["start"] == 4_000_000
-    assert (d.peak, d.witness, d.program) == (8_000_000, "program", "jit(<lambda>)")
+    d = report.devices["cpu:0"]  # absolute figures: what other tests of this process hold is in the start
+    assert (d.peak - d.start, d.witness, d.program) == (4_000_000, "program", "jit(<lambda>)")  # x, and its double
     assert [p.name for p in report.programs] == ["jit(<lambda>)"] and report.uncounted == ""
 
 
@@ -40,13 +39,14 @@ def test_the_sampler_is_evidence_only():
     """A sampler that saw more than every deterministic reading is kept and said, not judged."""
     x = jnp.ones((1_000,), jnp.float32)
     tracker = PeakTracker(sample_interval=0.001).start()
-    tracker._sampler.max["cpu:0"] = 50_000_000  # as if it had looked at a moment nothing else explains
+    seen = tracker._sampler.max["cpu:0"] + 50_000_000  # as if it had looked at a moment nothing else explains
+    tracker._sampler.max["cpu:0"] = seen
     (x + 1).block_until_ready()
     report = tracker.stop()
     d = report.devices["cpu:0"]
-    assert d.sampler == 50_000_000 and d.peak < 50_000_000 and d.witness != "sampler"
-    assert d.unexplained == 50_000_000 - d.peak
-    assert report.sampled_over(10_000_000) == [d] and report.over(10_000_000) == []
+    assert d.sampler == seen and d.peak < seen and d.witness != "sampler"
+    assert d.unexplained == seen - d.peak
+    assert report.sampled_over(d.peak) == [d] and report.over(d.peak) == []  # at its peak: only the sampler is over
 
 
 def test_stop_twice_gives_the_same_report():
