@@ -13,7 +13,8 @@ before the first run, stopped after the last):
   copies, a dict of host copies) that must fail.
 
 Prints, per test: the verdicts seen, and the spread (lowest to highest) of the peak, the devices'
-growth, and the host's (``host malloc``, which a gate compares, and ``host RSS``, shown only);
+growth, and the host's (``host malloc`` and ``host other``, which a gate compares, and ``host RSS``,
+shown only);
 then the planted leaks' reported rates against their true rates. Goals: no false failure, no
 spread for deterministic figures (peaks, device growth), planted rates within 2%.
 
@@ -206,17 +207,18 @@ def main() -> None:
                         seen[key]["growth"].append(e.get("growth"))
                         seen[key]["device"].append(series_growth(e, "device"))
                         seen[key]["malloc"].append(series_growth(e, "host malloc"))
+                        seen[key]["other"].append(series_growth(e, "host other"))
                         seen[key]["rss"].append(series_growth(e, "host RSS"))
                 print(f"  run {r + 1}/{a.runs} done ({time.perf_counter() - began:.0f} s; {load_average()})", flush=True)
     rows, false_failures = [], 0
-    moved: dict[str, list[float]] = {"peak": [], "device": [], "malloc": []}
+    moved: dict[str, list[float]] = {"peak": [], "device": [], "malloc": [], "other": []}
     for key, figures in sorted(seen.items()):
         planted = any(name in key for name in TRUE_RATES)
         verdicts = ", ".join(f"{v} x{figures['verdict'].count(v)}" for v in sorted(set(figures["verdict"])))
         if not planted and "test_fails_holding_array" not in key:
             false_failures += sum(1 for v in figures["verdict"] if not v.startswith("ok/passed"))
         cells = []
-        for figure in ("peak", "device", "malloc", "rss"):
+        for figure in ("peak", "device", "malloc", "other", "rss"):
             values = [v for v in figures[figure] if v is not None]
             if not values:
                 cells.append("-")
@@ -227,7 +229,7 @@ def main() -> None:
             cells.append(f"{lo / MB:.3f}" if lo == hi else f"{lo / MB:.3f} to {hi / MB:.3f}")
         rows.append((key, verdicts, *cells))
     print()
-    print(table(("test", "verdicts", "peak MB", "device growth MB/iter", "host malloc MB/iter", "host RSS MB/iter"), rows))
+    print(table(("test", "verdicts", "peak MB", "device growth MB/iter", "host malloc MB/iter", "host other MB/iter", "host RSS MB/iter (shown only)"), rows))
     print()
     rates = []
     for key, figures in sorted(seen.items()):

@@ -116,7 +116,7 @@ def test_the_timeline_has_a_line_per_device_and_the_host_and_the_threshold(pytes
     svg = ET.parse(pytester.path / "out" / f"{LEAKS}.leak.svg").getroot()
     ns = "{http://www.w3.org/2000/svg}"
     names = [p.get("data-name") for p in svg.iter(f"{ns}polyline") if p.get("class") == "series"]
-    assert names == ["cpu:0 live arrays", "cpu:1 live arrays", "host malloc", "host RSS"]
+    assert names == ["cpu:0 live arrays", "cpu:1 live arrays", "host malloc", "host other", "host RSS"]
     assert [p for p in svg.iter(f"{ns}polyline") if p.get("class") == "threshold"]
     texts = [t.text for t in svg.iter(f"{ns}text")]
     assert "growth since the baseline (decimal units)" in texts and "run of the checked code" in texts

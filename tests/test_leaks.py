@@ -278,7 +278,6 @@ def test_a_host_leak_whose_code_cannot_run_again_keeps_its_verdict(pytester):
         [
             "leak_check: host malloc grew 16.0MB/iteration over 3 iterations (threshold 10.0MB/iteration)",
             "  host malloc: *MB -> *MB (+16.0MB) -> *MB (+16.0MB) -> *MB (+16.0MB)",
-            "  host RSS: *",
             "  (not confirmed: one more run, to confirm the growth, raised StopIteration: : the code could not run again, "
             "and the verdict rests on the first 3 iterations)",
             "  (one more run, traced with tracemalloc to name the lines, raised StopIteration: : the code could not run again)",

@@ -240,7 +240,7 @@ def backend_summary(devices: list[Any] | None = None) -> dict[str, Any]:
     import jax
 
     from . import jaxcompat
-    from .host import host_peak_resettable, malloc_in_use
+    from .host import host_peak_resettable, malloc_figures
 
     devices = local_devices() if devices is None else list(devices)
     stats = memory_stats(devices[0]) if devices else None
@@ -254,7 +254,7 @@ def backend_summary(devices: list[Any] | None = None) -> dict[str, Any]:
         "known_stats": [k for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit") if _stat(stats, k) is not None],
         "bytes_limit": limit,
         "host_peak_resettable": host_peak_resettable(),
-        "host_malloc": malloc_in_use() is not None,
+        "host_malloc": malloc_figures() is not None,
         "unavailable": jaxcompat.unavailable(),
     }
 

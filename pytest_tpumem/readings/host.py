@@ -29,13 +29,16 @@ def host_rss() -> int | None:
         return None
 
 
-def malloc_in_use() -> int | None:
-    """Bytes the C allocator has handed out and not had back (glibc's ``mallinfo2``: every arena's
-    allocated chunks, and the chunks it mmapped), or None where it cannot say (another libc, glibc
-    before 2.33). Unlike RSS, freed memory the allocator keeps for later does not count: a thread
-    arena keeps a freed 16.8 MB block resident (``malloc_trim`` trims only the main heap's top) and
-    RSS moved by it from one iteration to the next. Python's small objects (pymalloc's arenas) and
-    memory mapped directly are not in it. About 1 us a reading."""
+def malloc_figures() -> tuple[int, int] | None:
+    """(in use, obtained): the bytes the C allocator has handed out and not had back, and the bytes
+    it has taken from the OS for them (its heaps and the chunks it mmapped), from glibc's
+    ``mallinfo2`` over every arena; None where it cannot say (another libc, glibc before 2.33).
+
+    Unlike RSS, "in use" does not move with freed memory the allocator keeps for later: a thread's
+    arena kept a freed 16.8 MB block resident for a few runs (``malloc_trim`` trims only the main
+    heap's top) and RSS moved by it while "in use" did not. RSS less "obtained" is the memory outside
+    malloc's heaps: Python's small objects (pymalloc's arenas), memory mapped directly, code. About
+    1 us a reading."""
     info = _mallinfo2()
     if info is None:
         return None
@@ -43,7 +46,7 @@ def malloc_in_use() -> int | None:
         m = info()
     except Exception:
         return None
-    return int(m.uordblks + m.hblkhd)
+    return int(m.uordblks + m.hblkhd), int(m.arena + m.hblkhd)
 
 
 _MALLINFO2: list[Any] = []

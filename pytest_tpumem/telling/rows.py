@@ -130,6 +130,7 @@ def leak_row(r: LeakReport) -> dict[str, Any]:
                 "values": list(s.values),
                 "confirmation": list(s.confirmation) or None,
                 "every": s.every,
+                "shown_only": s.shown_only,
                 "growth": s.growth,
                 "threshold": r.threshold_for(s),
                 "limit": s.limit,

@@ -74,7 +74,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     legend = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
     for i, s in enumerate(series):
         color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
-        dotted = s.every if s.device == "host" else i >= len(COLORS)  # host RSS beside host malloc; past 8 devices
+        dotted = s.every if s.device == "host" else i >= len(COLORS)  # host RSS beside the host's split; past 8 devices
         style = ' stroke-dasharray="2,2"' if dotted else ""
         points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
         width = 3 if s in report.leaking_series else 2

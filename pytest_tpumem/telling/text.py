@@ -259,7 +259,9 @@ def series_line(s: Series, judged: bool = True) -> str:
     line = f"{s.name}: {_values(s.values)}"
     if len(s.confirmation) > 1:
         line += f"; confirmation: {_values(s.confirmation)}"
-    if not judged:
+    if s.shown_only:
+        line += " (shown, not judged: host malloc and host other split it)"
+    elif not judged:
         line += " (not judged: host=False)"
     left = s.iterations_left()
     if left is not None:
