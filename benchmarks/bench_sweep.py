@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--files", default=",".join(FILES), help="test files to run, relative to --root")
     ap.add_argument("--root", help="where the test files are (default: optax/_src of --python's optax)")
     ap.add_argument("--clear-caches", action="store_true", help="add the variant that clears jax's caches after every run")
-    ap.add_argument("--threshold", default="10MB", help="the sweep's --tpumem-leak-threshold (default 10MB, the smallest the README documents)")
+    ap.add_argument("--threshold", default=None, help="the sweep's --tpumem-leak-threshold (default: the plugin's, 100MB; 10MB is the smallest the README documents)")
     ap.add_argument("--label", default="optax", help="the suite's name, for the output")
     args = ap.parse_args()
     src = args.root or suite_dir(args.python)
@@ -93,7 +93,7 @@ def main() -> None:
         base = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load]
         cmd = {
             "plain": [*base, *files],
-            "sweep": [*base, "--tpumem", "--tpumem-leak-check=all", f"--tpumem-leak-threshold={args.threshold}", "--tpumem-json", report_path, *files],
+            "sweep": [*base, "--tpumem", "--tpumem-leak-check=all", *([f"--tpumem-leak-threshold={args.threshold}"] if args.threshold else []), "--tpumem-json", report_path, *files],
         }
         if args.clear_caches:  # the same sweep with jax.clear_caches() after every run, via a conftest-free plugin
             cmd["sweep-clear"] = [*base, "-p", "_sweep_clear", "--tpumem", "--tpumem-leak-check=all", *files]

@@ -56,8 +56,8 @@ def test_sweep_fails_the_planted_leaky_testcase_and_function_and_passes_their_cl
             "*_ LeakyCase.test_keeps_every_result _*",
             "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
-            # the iteration, the run after clearing the caches and the 2 confirming runs each keep one
-            "       16.0MB/iteration  4 arrays f32[[]4000000[]] on cpu:0  at test_suite.py:20 in LeakyCase.test_keeps_every_result",
+            # the iteration and the 2 confirming runs each keep one
+            "       16.0MB/iteration  3 arrays f32[[]4000000[]] on cpu:0  at test_suite.py:20 in LeakyCase.test_keeps_every_result",
             "*_ test_leaky_function _*",
             "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
@@ -336,7 +336,7 @@ def test_sweep_keeps_caches_and_counts_only_what_survives_clearing_them(pytester
             # jit that captures it: counted once), confirmed with jax's caches cleared after each run
             "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 1 iteration, confirmed by 2 more runs with jax's caches "
             "cleared (threshold 10.0MB/iteration)",
-            "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB); confirmation: 48.0MB -> 64.0MB (+16.0MB) -> 80.0MB (+16.0MB)",
-            "       16.0MB/iteration  4 arrays f32[[]4000000[]] on cpu:0  at test_sweep_keeps_caches*.py:7 in make_step",
+            "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB); confirmation: 32.0MB -> 48.0MB (+16.0MB) -> 64.0MB (+16.0MB)",
+            "       16.0MB/iteration  3 arrays f32[[]4000000[]] on cpu:0  at test_sweep_keeps_caches*.py:7 in make_step",
         ]
     )

@@ -26,10 +26,10 @@ host grew (more than a test's own memory lives there), and everywhere under the 
 (jax's caches kept between runs, which hold what the runs compiled; one iteration only, so that a
 clean test costs two runs). As many runs again as the iterations, and at least
 ``defaults.CONFIRM_RUNS``, are read, with jax's caches cleared after each where the first ones
-cleared them or the sweep asks (then one more run first, as the warmup was); a series leaks only
+cleared them or the sweep asks (then also before the confirmation's baseline); a series leaks only
 when those runs grow by the threshold too, and its growth is the smaller of the two figures.
-What the caches held before the check is then in the confirmation's baseline as in its last
-reading, so it is never credited against a growth.
+What the caches held before the check is then in none of the confirmation's readings, so it is
+never credited against a growth.
 
 Where a device leaks, the report says what leaked and where: the arrays made after the warmup and
 still alive after the last iteration, grouped by the user's line that made them. With
@@ -394,16 +394,15 @@ def _confirm(
     step: Callable[[int], None],
 ) -> tuple[list[dict[str, tuple[int, int | None]]], int]:
     """``runs`` more runs after the ``iterations``, read as those were (jax's caches cleared after
-    each where ``clear``): the points, baseline first, and the runs made. Where the first runs kept the caches
-    and these clear them, the caches are cleared and the code run once first, as the warmup was:
-    the baseline then holds what the caches held before the check, as every later reading does."""
+    each where ``clear``): the points, baseline first, and the runs made. Where the first runs kept
+    the caches and these clear them, they are cleared before the baseline is read, so that neither
+    it nor any later reading holds what they held (before the check or during it). No run comes
+    first to warm up (it would cost one more compile of everything): what a first compile leaves
+    behind is one delta, and the rule asks for growth in half of them."""
     run = iterations
     if clear and not cleared_before:
         _cleanup(True)
-        _settle(fn(*args, **kwargs))
-        _cleanup(True)
-        run += 1
-        points = [_read(devices, births.visitor(run))]
+        points = [_read(devices)]
     else:
         points = [last]
     for done in range(runs):
