@@ -74,3 +74,56 @@ def test_installed_libraries_are_not_the_users_code_but_their_tests_are():
     assert not is_user_file(f"{site}/some_library_nobody_listed/ops.py")
     assert is_user_file(f"{site}/optax/_src/transform_test.py")  # a test module, even installed
     assert is_user_file("/home/me/project/model.py") and not is_user_file("<string>")
+
+
+def test_where_this_jax_cannot_be_watched_the_peak_says_so(monkeypatch):
+    """A jax without the hooks readings/executions.py wraps: the peak is read at the start, the
+    body's end and the end, the report says why no program was read, and jax's fast path is untouched."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import pjit
+
+    from pytest_tpumem.decisions.peak import PeakTracker
+
+    real = jaxcompat._missing
+    monkeypatch.setattr(jaxcompat, "_missing", lambda f: "jax 9.9 has no such hook" if f == jaxcompat.PROGRAM_RUNS else real(f))
+    fastpath = pjit._get_fastpath_data
+    tracker = PeakTracker(sample_interval=0).start()
+    assert pjit._get_fastpath_data is fastpath
+    (jnp.ones((1000,)) * 2).block_until_ready()
+    report = tracker.stop()
+    assert report.uncounted == "unavailable" and report.programs == ()
+    assert all("program" not in d.witnesses for d in report.devices.values())
+    assert jaxcompat.unavailable() == {jaxcompat.PROGRAM_RUNS: "jax 9.9 has no such hook"}
+    del jax
+
+
+def test_a_watch_leaves_jax_as_it_found_it(monkeypatch):
+    """While a peak is measured, jax's fast path is off and every call reaches Python; afterwards
+    the patched functions are jax's own again and a call jax has cached runs from C++ again."""
+    import jax.numpy as jnp
+    from jax._src import dispatch, pjit
+    from jax._src.interpreters import pxla
+
+    from pytest_tpumem.decisions.peak import PeakTracker
+
+    originals = (pjit._get_fastpath_data, pxla.ExecuteReplicated.__call__, dispatch._batched_device_put_impl)
+    python_path = []
+    real = pjit._pjit_call_impl_python
+    monkeypatch.setattr(pjit, "_pjit_call_impl_python", lambda *a, **k: python_path.append(1) or real(*a, **k))
+    x = jnp.ones((100,))
+
+    def calls_from_python():
+        del python_path[:]
+        for _ in range(50):
+            x + 1
+        return len(python_path)
+
+    (x + 1).block_until_ready()
+    assert calls_from_python() == 0  # cached in C++
+    tracker = PeakTracker(sample_interval=0).start()
+    assert pjit._get_fastpath_data is not originals[0]
+    assert calls_from_python() == 50
+    tracker.stop()
+    assert (pjit._get_fastpath_data, pxla.ExecuteReplicated.__call__, dispatch._batched_device_put_impl) == originals
+    assert calls_from_python() <= 1  # cached in C++ again from its first call
