@@ -344,6 +344,44 @@ def test_mesh_programs_move_to_the_target(pytester):
 
 
 @needs_libtpu
+def test_a_target_test_leaves_jax_as_it_found_it(pytester):
+    """jax interns an equation's context: moving a shard_map's mesh to the target must make a new
+    one, never change the shared default, or every later equation of the process carries the
+    target's mesh (a plain test after it, traced anew, sees the default context unchanged)."""
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp, numpy as np, pytest
+        from jax._src import core
+        from jax.sharding import Mesh, PartitionSpec as P
+        try:
+            from jax import shard_map
+        except ImportError:
+            from jax.experimental.shard_map import shard_map
+
+        BEFORE = []
+
+        def test_before():
+            BEFORE.append(core.JaxprEqnContext())
+            assert BEFORE[0].cur_abstract_mesh.empty
+
+        @pytest.mark.max_hbm(target="v5e")
+        def test_shard_map():
+            m = Mesh(np.array(jax.devices()), ("x",))
+            f = jax.jit(shard_map(lambda a: a * 2, mesh=m, in_specs=P("x"), out_specs=P("x")))
+            f(jnp.ones((8, 4))).block_until_ready()
+
+        def test_after():
+            assert core.JaxprEqnContext() is BEFORE[0]
+            assert core.JaxprEqnContext().cur_abstract_mesh.empty, repr(core.JaxprEqnContext())
+            eqn = jax.make_jaxpr(lambda a: a + 1)(jnp.ones(3)).eqns[0]
+            assert eqn.ctx.cur_abstract_mesh.empty
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-rA")
+    result.assert_outcomes(passed=3)
+
+
+@needs_libtpu
 def test_a_topology_libtpu_cannot_build_fails_before_the_test_runs(pytester):
     pytester.makepyfile(
         """

@@ -259,9 +259,15 @@ def context_mesh(ctx: Any) -> Any:
 
 
 def with_context_mesh(ctx: Any, mesh: Any) -> Any:
-    """A copy of an equation's context under another abstract mesh."""
-    import copy
+    """An equation's context with another abstract mesh: a context jax makes itself, under ``ctx``'s
+    settings with the mesh swapped. jax interns contexts (one object per set of values, shared by
+    every equation traced under them), so one is never copied or changed in place: a changed copy
+    of the interned default would give every later equation of the process the target's mesh."""
+    from jax._src import config, core
 
-    ctx = copy.copy(ctx)
-    object.__setattr__(ctx, "cur_abstract_mesh", mesh)
-    return ctx
+    with ctx.manager:
+        previous = config.abstract_mesh_context_manager.swap_local(mesh)
+        try:
+            return core.JaxprEqnContext()
+        finally:
+            config.abstract_mesh_context_manager.set_local(previous)
