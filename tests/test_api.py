@@ -69,3 +69,22 @@ def test_the_target_check_runs_without_pytest():
     with TargetCheck("v5e") as roomy:
         jax.jit(scale)(jnp.ones((1000, 3), jnp.float32)).block_until_ready()
     assert not roomy.result().failed
+
+
+@needs_libtpu
+def test_a_target_check_inside_another_records_the_same_programs():
+    """Nested captures (a TargetCheck inside a target-judged test): each reads the program."""
+    import jax
+
+    from pytest_tpumem import TargetCheck
+
+    def triple(x):
+        return x * 3
+
+    with TargetCheck("v5e") as outer:
+        with TargetCheck("v5e") as inner:
+            jax.jit(triple)(jnp.ones((1000, 3), jnp.float32)).block_until_ready()
+    names = [p.name for p in inner.capture.programs]
+    assert "triple" in names and inner.capture.errors == []
+    assert [p.name for p in outer.capture.programs] == names
+    assert inner.result().need == outer.result().need > 0

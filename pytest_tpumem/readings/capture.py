@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import math
 from dataclasses import dataclass, replace
@@ -158,6 +159,7 @@ class ProgramCapture:
     def __enter__(self) -> "ProgramCapture":
         original, signature, capture = self._original, self._signature, self
 
+        @functools.wraps(original)  # a capture inside this one reads the lowering's signature through it
         def recording(*args: Any, **kwargs: Any) -> Any:
             if not _OWN.get():
                 try:
