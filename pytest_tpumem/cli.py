@@ -14,7 +14,9 @@ from .telling import report as reports
 from .telling.comparison import comparison_lines, report_lines
 
 PROG = "python -m pytest_tpumem"
-EXIT_CODES = "exit status: 0 fine; 1 compare found a regression beyond a --fail tolerance; 2 bad input"
+EXIT_CODES = (
+    "exit status: 0 fine; 1 compare found a regression beyond a --fail tolerance, or compared no test; 2 bad input"
+)
 
 
 def show(args: argparse.Namespace) -> int:
@@ -88,7 +90,8 @@ def parser() -> argparse.ArgumentParser:
         description="Show each test's peak and growth per iteration that changed from OLD (the baseline) to NEW, "
         "and the tests new in NEW or missing from it. Without --fail, changes are shown and never fail. A baseline "
         "taken on another platform or device kind is said so and never fails.",
-        epilog="exit status: 0 no figure regressed beyond a --fail tolerance (or none given); 1 one did; "
+        epilog="exit status: 0 no figure regressed beyond a --fail tolerance (or none given); 1 one did, or under "
+        "--fail no test was compared though both reports have tests (tests are matched whatever rootdir each run had); "
         "2 bad input: a report that cannot be read, a bad --fail",
     )
     p.add_argument("old", metavar="OLD", help="the baseline report (from --tpumem-save)")

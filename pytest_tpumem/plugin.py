@@ -60,6 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"pytest-tpumem: {e}") from None
         config.pluginmanager.register(TpuMem(config, settings), "tpumem-session")
         return
+    from .glue.off import Off
+
+    config.pluginmanager.register(Off(), "tpumem-off")  # says when the suite's markers do nothing
     unused = options.unused_when_off(settings)
     if unused:
         config.issue_config_time_warning(

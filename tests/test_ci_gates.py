@@ -288,3 +288,110 @@ def test_growth_takes_a_size_not_a_percentage(pytester):
     result = _run(pytester, 1000, "--tpumem-compare", "b.json", "--tpumem-compare-fail", "growth:10%")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'growth:10%': growth takes a size (growth:10MB), not a percentage*"])
+
+
+def _project(pytester):
+    """test_sized.py in proj/, a baselines/ folder beside it: a layout where pytest's rootdir moves."""
+    proj = pytester.mkdir("proj")
+    (proj / "test_sized.py").write_text(SIZED)
+    pytester.mkdir("baselines")
+    return proj
+
+
+def _run_in(pytester, where, size, *args):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIZE", str(size))
+        mp.chdir(where)
+        return pytester.runpytest_subprocess("--tpumem", *args)
+
+
+def test_a_baseline_named_from_another_rootdir_still_gates(pytester):
+    """`--tpumem-compare ../baselines/base.json` (a space, not `=`): pytest takes the existing path
+    as an argument when it picks the rootdir, so every test id gains `proj/`. The gate still
+    compares each test with its baseline figure and fails the one that grew."""
+    proj = _project(pytester)
+    _run_in(pytester, proj, 5_000_000, "--tpumem-save=../baselines/base.json").assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "baselines" / "base.json").read_text())
+    assert set(saved["tests"]) == {"test_sized.py::test_grows", "test_sized.py::test_steady"}
+    assert saved["context"]["rootdir"] == str(proj)
+
+    result = _run_in(pytester, proj, 10_000_000, "--tpumem-compare", "../baselines/base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "tpumem baseline: peak 40.0MB, was 20.0MB in base.json (+100.0%, +20.0MB), beyond peak:10%",
+            "regressed  cpu:0 40.0MB * proj/test_sized.py::test_grows",
+            f"2 tests matched with base.json under another id: its tests are named from rootdir {proj}, this run's from {pytester.path}",
+        ]
+    )
+
+
+def test_a_baseline_taken_in_another_checkout_is_matched_by_path(pytester):
+    """A baseline from CI's workspace (/ci/work/repo), ids relative to the repository; this run's
+    rootdir is the repository's tests/ folder: matched by the path they end with."""
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+
+    def moved(report):
+        report["context"]["rootdir"] = "/ci/work/repo"
+        report["tests"] = {f"tests/{k}": v for k, v in report["tests"].items()}
+
+    _edit_baseline(pytester, moved)
+    result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["2 tests matched with base.json under another id: its tests are named from rootdir /ci/work/repo, *"])
+
+
+def test_a_gate_that_compared_no_test_fails_the_run(pytester):
+    """Both sides have tests, none is the same test: the run exits 1 with one line saying why,
+    though every test passed. Without a tolerance it is said and fails nothing."""
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+
+    def elsewhere(report):
+        del report["context"]["rootdir"]  # as an older pytest-tpumem wrote it
+        report["tests"] = {k.replace("test_sized.py", "test_other.py"): v for k, v in report["tests"].items()}
+
+    _edit_baseline(pytester, elsewhere)
+    result = _run(pytester, 5_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "ERROR: no test compared with base.json: it has 2 tests, this run 2, and none is the same test (it does not say "
+            "which rootdir its test ids are relative to (written by an older pytest-tpumem)); the gate fails. *"
+            "(first ids: test_other.py::test_grows there, test_sized.py::test_grows here)"
+        ]
+    )
+    shown = _run(pytester, 5_000_000, "--tpumem-compare", "base.json")
+    assert shown.ret == pytest.ExitCode.OK
+    shown.stdout.fnmatch_lines(["ERROR: no test compared with base.json: * nothing was judged. *"])
+
+
+def test_a_run_that_selects_no_test_keeps_the_baseline(pytester):
+    _run(pytester, 5_000_000, "--tpumem-save", "base.json")
+    saved = (pytester.path / "base.json").read_bytes()
+    result = _run(pytester, 5_000_000, "-k", "no_such_test", "--tpumem-save", "base.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: the run selected no test"])
+    assert (pytester.path / "base.json").read_bytes() == saved
+    pytester.makepyfile(test_plain="def test_unmeasured():\n    pass\n")
+    result = pytester.runpytest_subprocess("--tpumem", "test_plain.py", "--tpumem-save", "base.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: it measured no test"])
+    assert (pytester.path / "base.json").read_bytes() == saved
+
+
+def test_a_first_run_without_a_baseline_can_warn_and_save_one(pytester):
+    """--tpumem-compare-missing=warn: a project's first CI run says there is no baseline yet and
+    saves one; the next run compares with it. The default stays a usage error."""
+    gate = ("--tpumem-compare", "base.json", "--tpumem-save", "base.json", "--tpumem-compare-fail", "peak:10%")
+    assert _run(pytester, 5_000_000, *gate).ret == pytest.ExitCode.USAGE_ERROR
+    first = _run(pytester, 5_000_000, *gate, "--tpumem-compare-missing", "warn")
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines(
+        [
+            f"WARNING: tpumem: no baseline at {pytester.path / 'base.json'} yet (--tpumem-compare-missing=warn): nothing "
+            f"compared; this run's figures were saved to {pytester.path / 'base.json'}, the baseline of the next run"
+        ]
+    )
+    second = _run(pytester, 10_000_000, *gate, "--tpumem-compare-missing", "warn")
+    second.assert_outcomes(passed=1, failed=1)

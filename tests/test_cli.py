@@ -88,6 +88,25 @@ def test_new_and_missing_tests_are_listed(tmp_path, base):
     assert out[out.index(f"missing, in {base} but not measured:") + 1] == "  t.py::b"
 
 
+def test_reports_that_share_no_test_fail_the_gate_with_one_line(tmp_path, base):
+    """Both have tests, none in both (ids named from another rootdir, not recorded): exit 1 under
+    --fail though no figure was compared; exit 0 without --fail, and said."""
+    new = write(tmp_path / "new.json", {"other/u.py::a": [peak(100 * MB)], "other/u.py::b": [peak(50 * MB)]})
+    done = cli("compare", base, new, "--fail", "peak:10%")
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.splitlines()[1] == (
+        f"ERROR: no test compared with {base}: it has 2 tests, this run 2, and none is the same test (it does not say "
+        "which rootdir its test ids are relative to (written by an older pytest-tpumem)); the gate fails. Take the "
+        "baseline from this suite (--tpumem-save), or run pytest from where it was taken (first ids: t.py::a there, "
+        "other/u.py::a here)"
+    )
+    assert cli("compare", base, new).returncode == 0
+    moved = write(tmp_path / "moved.json", {"proj/t.py::a": [peak(130 * MB)]}, rootdir="/w")
+    rooted = write(tmp_path / "rooted.json", {"t.py::a": [peak(100 * MB)]}, rootdir="/w/proj")
+    done = cli("compare", rooted, moved, "--fail", "peak:10%")
+    assert done.returncode == 1 and "1 test matched with" in done.stdout and "REGRESSED" in done.stdout
+
+
 def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
     done = cli("compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%")
     assert done.returncode == 0

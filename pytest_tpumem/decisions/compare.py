@@ -157,6 +157,75 @@ def foreign(old: dict[str, Any], new: dict[str, Any], old_version: int = DETERMI
     return ""
 
 
+def match_tests(
+    old_ids: Iterable[str], new_ids: Iterable[str], old_root: str | None = None, new_root: str | None = None
+) -> dict[str, str]:
+    """Which baseline test each of this run's tests is: ``{new id: old id}``.
+
+    A test id is pytest's node id, relative to the rootdir pytest chose, and pytest chooses it
+    from its arguments: ``--tpumem-compare ../base.json tests/`` (a space, not ``=``) or a run
+    from another directory renames every test. So an id is matched, in this order:
+    as it is; as the same file, where both reports name their rootdir (``context.rootdir``);
+    then by path suffix (``tests/test_x.py::t`` is ``proj/tests/test_x.py::t``) where exactly one
+    test on each side fits. A test matched once is not matched again."""
+    import posixpath
+
+    old_left = sorted(set(old_ids))
+    new_left = sorted(set(new_ids))
+    matched: dict[str, str] = {n: n for n in set(new_left) & set(old_left)}
+    old_left = [o for o in old_left if o not in matched]
+    new_left = [n for n in new_left if n not in matched]
+    if not old_left or not new_left:
+        return matched
+
+    def split(nodeid: str) -> tuple[str, str]:
+        path, sep, rest = nodeid.partition("::")
+        return path, sep + rest
+
+    if old_root and new_root and old_root != new_root:
+        wanted = set(new_left)
+        for o in list(old_left):
+            path, rest = split(o)
+            moved = posixpath.relpath(posixpath.normpath(posixpath.join(old_root, path)), new_root) + rest
+            if moved in wanted:
+                matched[moved] = o
+                wanted.discard(moved)
+                old_left.remove(o)
+        new_left = [n for n in new_left if n not in matched]
+
+    def parts(nodeid: str) -> tuple[tuple[str, ...], str]:
+        path, rest = split(nodeid)
+        return tuple(p for p in posixpath.normpath(path).split("/") if p not in ("", ".")), rest
+
+    def fits(a: str, b: str) -> bool:
+        (pa, ra), (pb, rb) = parts(a), parts(b)
+        n = min(len(pa), len(pb))
+        return ra == rb and n > 0 and pa[-n:] == pb[-n:]
+
+    by_name: dict[tuple[str, str], list[str]] = {}
+    for o in old_left:
+        p, rest = parts(o)
+        by_name.setdefault((p[-1] if p else "", rest), []).append(o)
+    candidates: dict[str, list[str]] = {}
+    for n in new_left:
+        p, rest = parts(n)
+        candidates[n] = [o for o in by_name.get((p[-1] if p else "", rest), []) if fits(o, n)]
+    taken: dict[str, int] = {}
+    for found in candidates.values():
+        for o in found:
+            taken[o] = taken.get(o, 0) + 1
+    for n, found in candidates.items():
+        if len(found) == 1 and taken[found[0]] == 1:
+            matched[n] = found[0]
+    return matched
+
+
+def rekeyed(old_tests: dict[str, Any], matches: dict[str, str]) -> dict[str, Any]:
+    """The baseline's tests under this run's ids where matched (match_tests), the others as they were."""
+    renamed = {o: n for n, o in matches.items()}
+    return {renamed.get(o, o): entry for o, entry in old_tests.items()}
+
+
 @dataclass(frozen=True)
 class Comparison:
     """A run against a baseline."""
@@ -166,6 +235,14 @@ class Comparison:
     missing: tuple[str, ...]  # in the baseline, not measured now
     foreign: str = ""  # why the baseline is not used to fail ("" where it is)
     tolerances: tuple[Tolerance, ...] = ()
+    compared: int = 0  # tests in both
+    renamed: int = 0  # of those, matched under another id (match_tests)
+    roots: tuple[str, str] = ("", "")  # the baseline's rootdir and this run's, where recorded
+
+    @property
+    def compared_nothing(self) -> bool:
+        """Both sides have tests and none is in both: a gate that compared nothing."""
+        return self.compared == 0 and bool(self.new_tests) and bool(self.missing)
 
     @property
     def regressions(self) -> tuple[Change, ...]:
@@ -177,14 +254,23 @@ class Comparison:
 
     @property
     def failed(self) -> bool:
-        return bool(self.regressions)
+        """A regression beyond a tolerance, or a gate (tolerances given) that compared no test."""
+        return bool(self.regressions) or bool(self.tolerances and self.compared_nothing and not self.foreign)
+
+
+def roots(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, str]:
+    """The rootdirs two reports' test ids are relative to ("" where a report does not say)."""
+    return tuple(str((r.get("context") or {}).get("rootdir") or "") for r in (old, new))  # type: ignore[return-value]
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...] = ()) -> Comparison:
-    """Two reports (telling.report's), the baseline first."""
-    old_tests, new_tests = old["tests"], new["tests"]
+    """Two reports (telling.report's), the baseline first; tests matched by match_tests."""
+    old_root, new_root = roots(old, new)
+    matches = match_tests(old["tests"], new["tests"], old_root or None, new_root or None)
+    old_tests, new_tests = rekeyed(old["tests"], matches), new["tests"]
     changes = []
-    for nodeid in sorted(set(old_tests) & set(new_tests)):
+    both = sorted(set(old_tests) & set(new_tests))
+    for nodeid in both:
         changes += compare_entry(nodeid, old_tests[nodeid], new_tests[nodeid], tolerances)
     changes.sort(key=lambda c: (not c.regressed, -abs(c.percent if c.percent is not None else float("inf")), c.nodeid))
     return Comparison(
@@ -193,4 +279,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Toleranc
         tuple(sorted(set(old_tests) - set(new_tests))),
         foreign(old.get("context", {}), new.get("context", {}), int(old.get("version", 1)), int(new.get("version", 1))),
         tolerances,
+        compared=len(both),
+        renamed=sum(1 for n, o in matches.items() if n != o),
+        roots=(old_root, new_root),
     )

@@ -15,6 +15,7 @@ from ..units import SizeError, parse_size, format_size
 RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
+COMPARE_MISSING = ("error", "warn")
 
 # (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
 OPTIONS = (
@@ -99,6 +100,13 @@ OPTIONS = (
         "path",
     ),
     (
+        "tpumem_compare_missing",
+        "--tpumem-compare-missing",
+        "what a missing --tpumem-compare baseline is: error (a usage error, the default) or warn (a project's first "
+        "CI run: said in the summary, nothing compared; with --tpumem-save the run writes the first baseline)",
+        "choice:" + "|".join(COMPARE_MISSING),
+    ),
+    (
         "tpumem_compare_fail",
         "--tpumem-compare-fail",
         "fail a test whose figure regressed beyond this tolerance against --tpumem-compare: peak:10%, peak:50MB, "
@@ -138,6 +146,7 @@ class Settings(NamedTuple):
     save_path: str | None = None
     compare_path: str | None = None
     compare_fail: tuple[Any, ...] = ()  # decisions.compare.Tolerance
+    compare_missing: str = COMPARE_MISSING[0]
     tpu_chips: int | str | None = None  # "auto", or the host's chip count
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
@@ -271,6 +280,7 @@ def resolve(
         save_path=values.get("tpumem_save"),
         compare_path=values.get("tpumem_compare"),
         compare_fail=values.get("tpumem_compare_fail", ()),
+        compare_missing=values.get("tpumem_compare_missing", COMPARE_MISSING[0]),
         tpu_chips=values.get("tpumem_tpu_chips"),
         given=frozenset(values),
     )

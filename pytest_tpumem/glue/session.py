@@ -25,10 +25,13 @@ _TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check 
 PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
 
 
-def _read_baseline(path: str | None) -> dict[str, Any] | None:
+def _read_baseline(path: str | None, missing: str = "error") -> dict[str, Any] | None:
     """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
-    unreadable or corrupt one is a usage error naming the file (which is left as it is)."""
-    if path is None:
+    unreadable or corrupt one is a usage error naming the file (which is left as it is); a missing
+    one is None under --tpumem-compare-missing=warn (the summary says so)."""
+    import os
+
+    if path is None or (missing == "warn" and not os.path.lexists(path)):
         return None
     from ..telling.report import ReportError, read
 
@@ -45,6 +48,8 @@ def _cut_short(session: pytest.Session) -> str:
         return "--collect-only ran no test"
     if session.shouldstop or session.shouldfail:
         return f"the run stopped early ({session.shouldstop or session.shouldfail})"
+    if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        return "the run selected no test"
     if session.exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         return f"the run ended with {pytest.ExitCode(session.exitstatus).name.lower().replace('_', ' ')}"
     return ""
@@ -94,7 +99,9 @@ class TpuMem:
         from ..readings.context import now
 
         self.started = now()
-        self.baseline = _read_baseline(settings.compare_path)
+        self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
+        self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
+        self._comparison: Any = None  # the run against the baseline, made once at the end
 
     # --- what is read, and when ------------------------------------------------------------------
 
@@ -369,6 +376,16 @@ class TpuMem:
 
     # --- after the call: the baseline, pytest-benchmark ------------------------------------------
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which baseline test each collected test is, whatever rootdir either run had."""
+        if self.baseline is not None:
+            from ..decisions.compare import match_tests
+
+            old_root = (self.baseline.get("context") or {}).get("rootdir")
+            self.baseline_ids = match_tests(
+                self.baseline["tests"], [i.nodeid for i in session.items], old_root, str(self.config.rootpath)
+            )
+
     def _gate(self, item: pytest.Item) -> None:
         """Fail a passed test whose figures regressed against the baseline beyond a tolerance of
         --tpumem-compare-fail (a baseline from another platform or device kind fails nothing)."""
@@ -376,7 +393,7 @@ class TpuMem:
             return
         from ..telling.rows import records_of
 
-        old = self.baseline["tests"].get(item.nodeid)
+        old = self.baseline["tests"].get(self.baseline_ids.get(item.nodeid, ""))
         records = records_of(item.user_properties)
         if old is None or not records:
             return
@@ -471,7 +488,18 @@ class TpuMem:
             workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
             workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
             return  # the controller writes the reports
+        comparison = self.comparison()
+        if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
         self._write_reports(session)
+
+    def comparison(self) -> Any:
+        """This run against the baseline (decisions.compare.Comparison), None without one."""
+        if self.baseline is not None and self._comparison is None:
+            from ..decisions.compare import compare
+
+            self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
+        return self._comparison
 
     def report(self) -> dict[str, Any]:
         """This run's report (telling/report.py's schema), made once the run has ended."""
@@ -508,6 +536,7 @@ class TpuMem:
             "xdist_workers": len(self.worker_backends) or None,
             "versions": context.versions(),
             "env": context.memory_env(),
+            "rootdir": str(self.config.rootpath),  # test ids are relative to it (decisions.compare.match_tests)
             "git": context.git(str(self.config.rootpath)),
             "settings": {
                 "max_hbm": s.max_hbm,
@@ -524,7 +553,7 @@ class TpuMem:
         """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
         writes its own file, named with its index."""
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
-        cut_short = _cut_short(session)
+        cut_short = _cut_short(session) or (not self.rows and "it measured no test")
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
             self.write_errors.append(text.baseline_not_saved(self.settings.save_path, cut_short))
@@ -584,15 +613,16 @@ class TpuMem:
     def _report_lines(self) -> list[str]:
         """The comparison with the baseline, and the reports written."""
         lines = []
+        if self.baseline is None and self.settings.compare_path is not None:
+            lines.append(text.no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
         if self.baseline is not None:
             import os
 
-            from ..decisions.compare import compare
             from ..telling.comparison import comparison_lines
 
             from .. import defaults
 
-            comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
+            comparison = self.comparison()
             name = os.path.basename(self.settings.compare_path or "")
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:

@@ -47,6 +47,34 @@ def _test_list(title: str, nodeids: Sequence[str], top: int | None) -> list[str]
     return lines
 
 
+def _roots(comparison: Comparison) -> str:
+    old, new = comparison.roots
+    if old and new and old != new:
+        return f"its tests are named from rootdir {old}, this run's from {new}"
+    if not old:
+        return "it does not say which rootdir its test ids are relative to (written by an older pytest-tpumem)"
+    return f"both name tests from rootdir {new}"
+
+
+def matching_lines(comparison: Comparison, baseline_name: str) -> list[str]:
+    """How the tests were matched, where it was not by id alone, and the gate that compared nothing."""
+    if comparison.compared_nothing:
+        n_old, n_new = len(comparison.missing), len(comparison.new_tests)
+        verdict = "the gate fails" if comparison.failed else "nothing was judged"
+        return [
+            f"ERROR: no test compared with {baseline_name}: it has {_plural(n_old, 'test')}, this run "
+            f"{n_new}, and none is the same test ({_roots(comparison)}); {verdict}. Take the baseline from "
+            f"this suite (--tpumem-save), or run pytest from where it was taken (first ids: "
+            f"{comparison.missing[0]} there, {comparison.new_tests[0]} here)"
+        ]
+    if comparison.renamed:
+        return [
+            f"{_plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: "
+            f"{_roots(comparison)}"
+        ]
+    return []
+
+
 def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None = None, floor: int = 0) -> list[str]:
     """The changes against ``baseline_name`` (regressions first) as an aligned table, then the
     tests new since it and missing from it, and a closing count. ``top`` caps each list; changes
@@ -55,6 +83,7 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
     lines: list[str] = []
     if comparison.foreign:
         lines.append(f"WARNING: {baseline_name} is not comparable: {comparison.foreign}; changes are shown, none fails")
+    lines += matching_lines(comparison, baseline_name)
     changes = list(comparison.changes)
     listed = [c for c in changes if c.regressed or c.improved or abs(c.new - c.old) >= floor]
     shown = listed if top is None else listed[:top]

@@ -582,4 +582,18 @@ def not_swept(n: int) -> str:
 
 
 def baseline_not_saved(path: str, why: str) -> str:
-    return f"tpumem: the baseline {path} was not saved, the last one is kept: {why}"
+    import os
+
+    kept = "the last one is kept" if os.path.exists(path) else "no file was written"
+    return f"tpumem: the baseline {path} was not saved, {kept}: {why}"
+
+
+def no_baseline_yet(path: str, save_path: str | None, written: list[str]) -> str:
+    """--tpumem-compare-missing=warn, and the baseline is not there yet."""
+    if save_path is not None and save_path in written:
+        then = f"this run's figures were saved to {save_path}, the baseline of the next run"
+    elif save_path is not None:
+        then = f"and none was saved to {save_path} (see above)"
+    else:
+        then = "add --tpumem-save to write one"
+    return f"WARNING: tpumem: no baseline at {path} yet (--tpumem-compare-missing=warn): nothing compared; {then}"

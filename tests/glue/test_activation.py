@@ -44,6 +44,40 @@ def test_jax_is_imported_only_when_switched_on(pytester, args, imported):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("args", [(), ("-n", "2"), ("-q",)])
+def test_markers_while_the_plugin_is_off_are_said_once(pytester, args):
+    """A CI job that lost --tpumem: its marked tests run unmeasured, and the run says so in one
+    line (under xdist too, counted from the tests' reports); a suite without markers hears nothing."""
+    pytester.makeconftest(CHECK_JAX)
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.max_hbm("1B")
+        def test_budgeted():
+            pass
+
+        @pytest.mark.leak_check
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_checked(n):
+            pass
+
+        def test_plain():
+            pass
+        """,
+        test_unmarked="def test_other():\n    pass\n",
+    )
+    line = (
+        "pytest-tpumem is off: 3 tests have a max_hbm or leak_check marker and nothing was measured; "
+        "pass --tpumem or set tpumem = true in the ini"
+    )
+    result = pytester.runpytest_subprocess("-s", *args)
+    result.assert_outcomes(passed=5)
+    assert result.stdout.lines.count(line) == 1 and "jax imported: False" in result.stdout.str()
+    quiet = pytester.runpytest_subprocess("test_unmarked.py", *args)
+    assert "pytest-tpumem" not in quiet.stdout.str()
+
+
 @pytest.mark.parametrize(
     "ini, args, active",
     [
