@@ -138,3 +138,112 @@ def test_file_names_are_one_per_test_id():
     names = [stem(i) for i in ids]
     assert len(set(names)) == len(ids)
     assert names[0].startswith("t.py--test_a-a-b-") and all(len(n) <= 160 for n in names)
+
+
+# --- every file the plugin writes goes through write_atomic: what it does to what is there ---------
+
+import errno  # noqa: E402
+import os  # noqa: E402
+import stat  # noqa: E402
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+from pytest_tpumem.telling.files import write_atomic  # noqa: E402
+
+
+def _node(path, minor):
+    """A private copy of /dev/null (minor 3) or /dev/full (7): the real ones are never touched."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("mknod needs root (CI containers run as root)")
+    return str(path)
+
+
+@pytest.mark.parametrize("mask, mode", [(0o077, 0o600), (0o022, 0o644), (0o002, 0o664)])
+def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        write_atomic(str(tmp_path / "r.json"), b"{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "r.json").st_mode) == mode
+
+
+def test_a_replaced_file_keeps_its_mode_and_a_symlink_stays_a_link(tmp_path):
+    (tmp_path / "target.json").write_text("ORIGINAL")
+    os.chmod(tmp_path / "target.json", 0o640)
+    os.symlink("target.json", tmp_path / "link.json")
+    write_atomic(str(tmp_path / "link.json"), b"NEW")
+    assert os.path.islink(tmp_path / "link.json") and os.readlink(tmp_path / "link.json") == "target.json"
+    assert (tmp_path / "target.json").read_bytes() == b"NEW"
+    assert stat.S_IMODE(os.stat(tmp_path / "target.json").st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "target.json"]  # no temporary file left
+
+
+def test_a_device_node_is_written_through_and_dev_full_is_an_error(tmp_path):
+    null, full = _node(tmp_path / "null", 3), _node(tmp_path / "full", 7)
+    write_atomic(null, b"{}")
+    assert stat.S_ISCHR(os.stat(null).st_mode)  # still the device, not a regular file renamed over it
+    with pytest.raises(OSError) as raised:
+        write_atomic(full, b"{}")
+    assert raised.value.errno == errno.ENOSPC and stat.S_ISCHR(os.stat(full).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["full", "null"]
+
+
+def test_a_fifo_is_written_through_to_its_reader_and_without_one_is_an_error(tmp_path):
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="a FIFO with no reader"):
+        write_atomic(fifo, b"{}")  # at once, not a hang
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    while True:  # wait until the reader has the FIFO open
+        try:
+            write_atomic(fifo, b"x" * 200_000)  # more than a pipe holds: written whole
+            break
+        except OSError as e:
+            assert e.errno == errno.ENXIO
+    reader.join(10)
+    assert got == [b"x" * 200_000] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_directory_is_an_error_naming_it(tmp_path):
+    with pytest.raises(IsADirectoryError) as raised:
+        write_atomic(str(tmp_path), b"{}")
+    assert raised.value.filename == str(tmp_path)
+
+
+def test_a_report_to_dev_full_fails_the_run_with_one_line(pytester):
+    full = _node(pytester.path / "full", 7)
+    pytester.makepyfile(test_files=LEAKY)
+    result = pytester.runpytest_subprocess("--tpumem", "-k", "test_clean", "--tpumem-json", "full")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"tpumem: the report could not be written to {full}: No space left on device"])
+    assert "report written" not in result.stdout.str()
+
+
+def test_a_git_tree_with_a_file_name_that_is_not_utf8_keeps_the_report(pytester):
+    """core.quotepath=false makes git print such a name raw; the report's git context is still read."""
+    import json
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=pytester.path, check=True, capture_output=True)
+
+    git("init", "-q", ".")
+    git("config", "user.email", "a@b")
+    git("config", "user.name", "t")
+    pytester.makepyfile(test_files=LEAKY)
+    name = os.fsdecode(b"data_\xe9.txt")
+    (pytester.path / name).write_text("a")
+    git("add", "-A")
+    git("commit", "-qm", "init")
+    (pytester.path / name).write_text("b")
+    git("config", "core.quotepath", "false")
+    result = pytester.runpytest_subprocess("--tpumem", "-k", "test_clean", "--tpumem-json", "r.json")
+    result.assert_outcomes(passed=1)
+    context = json.loads((pytester.path / "r.json").read_text())["context"]
+    assert context["git"]["dirty"] is True and len(context["git"]["commit"]) == 40

@@ -48,11 +48,12 @@ def git(directory: str) -> dict[str, Any] | None:
     def run(*args: str) -> str | None:
         try:
             done = subprocess.run(
-                ("git", *args), cwd=directory, capture_output=True, text=True, timeout=10, check=False
+                ("git", *args), cwd=directory, capture_output=True, timeout=10, check=False
             )
         except (OSError, subprocess.SubprocessError):
             return None
-        return done.stdout if done.returncode == 0 else None
+        # bytes, decoded leniently: a file name git prints raw (core.quotepath=false) need not be UTF-8
+        return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
 
     commit = run("rev-parse", "HEAD")
     if not commit:
