@@ -320,3 +320,138 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
     twin = result.stdout.str().split("_ test_group_norm_in_bf16 _")[1].split("Captured tpumem call")[0]
     assert "largest arrays the programs this test ran make" in twin
     assert "upcasts in the programs" not in twin
+
+
+def test_a_budget_is_met_at_equality_and_a_byte_over_reads_apart(pytester):
+    """max_hbm("64.1kB") is 64,100 bytes exactly (a float made it 64,099, and a test holding 64,100
+    failed with "peak 64.1kB is over the budget of 64.1kB"). Equal passes; 4 bytes over fails with
+    the digits that tell the two apart."""
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("64.1kB")
+        def test_equal():
+            x = jnp.ones((16_025,), jnp.float32)  # 64,100 bytes, alive at the body's end
+            x.block_until_ready()
+
+        @pytest.mark.max_hbm("64.1kB")
+        def test_one_float_over():
+            x = jnp.ones((16_026,), jnp.float32)  # 64,104 bytes
+            x.block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")  # alone: no array another in-process run left
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["max_hbm: peak 64.104kB on cpu:0 is over the budget of 64.100kB (max_hbm('64.1kB')), judged by body-end*"]
+    )
+
+
+def test_an_out_of_memory_in_a_fixture_is_in_the_summary_and_the_report(pytester):
+    """Planted: a fixture asks for 4 TB. The test errors at setup, saying so, and is a row of the
+    summary and an entry of the JSON report with its verdict; the next test is unaffected."""
+    import json
+
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.fixture
+        def huge():
+            x = jnp.ones((10**12,), jnp.float32)
+            x.block_until_ready()
+            yield x
+
+        @pytest.mark.max_hbm("1GB")
+        def test_uses_huge(huge):
+            pass
+
+        @pytest.mark.max_hbm("60MB")
+        def test_after():
+            x = jnp.ones((10_000_000,), jnp.float32)
+            x.block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-json", "r.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED*", "oom *test_uses_huge"])
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert {k.split("::")[-1]: (e["verdict"], e["outcome"]) for k, e in tests.items()} == {
+        "test_uses_huge": ("oom", "failed"),
+        "test_after": ("ok", "passed"),
+    }
+
+
+def test_two_budgets_on_one_test_fail_it_and_the_nearest_of_two_levels_wins(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.max_hbm("1GB")
+        @pytest.mark.max_hbm("1B")
+        def test_two_markers():
+            pass
+
+        @pytest.mark.max_hbm("1GB")
+        class TestLevels:
+            @pytest.mark.max_hbm("60MB")
+            def test_nearest_wins(self):
+                x = jnp.ones((10_000_000,), jnp.float32)  # 40MB: over 1GB? no; over 60MB? no
+                x.block_until_ready()
+
+            @pytest.mark.max_hbm("30MB")
+            def test_nearest_fails(self):
+                x = jnp.ones((10_000_000,), jnp.float32)
+                x.block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")  # alone: no array another in-process run left
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.max_hbm('1B'), @pytest.mark.max_hbm('1GB'): 2 max_hbm markers on test_two_markers; give one "
+            "(the nearest of a function, class or module wins)",
+            "max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (max_hbm('30MB')), judged by body-end*",
+        ]
+    )
+
+
+def test_an_xfail_whose_condition_is_false_does_not_expect_the_oom(pytester):
+    """xfail(False, ...) expects nothing: the OOM is reported. xfail(raises=pytest.RaisesExc(...))
+    that matches expects it (pytest's own matching, no TypeError)."""
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.xfail(False, reason="only on small devices")
+        @pytest.mark.max_hbm("1GB")
+        def test_condition_false():
+            jnp.ones((10**12,), jnp.float32).block_until_ready()
+
+        @pytest.mark.xfail("sys.platform == 'nowhere'", reason="a string condition that is false")
+        @pytest.mark.max_hbm("1GB")
+        def test_string_condition_false():
+            jnp.ones((10**12,), jnp.float32).block_until_ready()
+
+        @pytest.mark.xfail(True, reason="expected")
+        @pytest.mark.max_hbm("1GB")
+        def test_condition_true():
+            jnp.ones((10**12,), jnp.float32).block_until_ready()
+        """
+        + (
+            '''
+        @pytest.mark.xfail(raises=pytest.RaisesExc(Exception, match="RESOURCE_EXHAUSTED"))
+        @pytest.mark.max_hbm("1GB")
+        def test_raises_exc():
+            jnp.ones((10**12,), jnp.float32).block_until_ready()
+        '''
+            if hasattr(pytest, "RaisesExc")
+            else ""
+        )
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")
+    xfailed = 2 if hasattr(pytest, "RaisesExc") else 1
+    result.assert_outcomes(failed=2, xfailed=xfailed)
+    result.stdout.fnmatch_lines(["*_ test_condition_false _*", "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"])
+    assert "TypeError" not in result.stdout.str()

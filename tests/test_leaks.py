@@ -284,3 +284,42 @@ def test_a_host_leak_whose_code_cannot_run_again_keeps_its_verdict(pytester):
             "leak *host malloc*test_stream",
         ]
     )
+
+
+def test_an_error_of_the_plugins_own_is_never_blamed_on_the_test(pytester):
+    """Planted: the plugin's reading raises after the test's second run. The test fails saying the
+    error is pytest-tpumem's, with the traceback, never "cannot be leak-checked" or as the test's."""
+    pytester.makeconftest(
+        """
+        from pytest_tpumem.decisions import leak
+
+        real = leak._read
+        calls = []
+
+        def breaks_on_the_third(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise ZeroDivisionError("planted in the plugin's reading")
+            return real(*args, **kwargs)
+
+        leak._read = breaks_on_the_third
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.leak_check(iterations=3)
+        def test_clean():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E   *PluginError: pytest-tpumem failed while leak-checking test_clean: ZeroDivisionError: planted in the "
+            "plugin's reading. This is an error in pytest-tpumem, not in the test: please report it with the traceback above"
+        ]
+    )
+    assert "cannot be leak-checked" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()

@@ -9,9 +9,12 @@ from pytest_tpumem.units import SizeError, format_delta, format_size, parse_size
         ("20GB", 20 * 10**9),
         ("20GiB", 20 * 2**30),
         ("512MB", 512 * 10**6),
-        ("1.5GiB", int(1.5 * 2**30)),
+        ("1.5GiB", 3 * 2**29),
         ("100 MB", 100 * 10**6),
-        ("7", 7),
+        ("7B", 7),
+        ("64.1kB", 64_100),  # exact: a float made it 64099
+        (".5MB", 500_000),
+        ("1TiB", 2**40),
         ("64B", 64),
         ("3KiB", 3 * 1024),
         (4096, 4096),
@@ -21,7 +24,7 @@ def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["twenty", "20 Gb", "20gb", "-1GB", "", "1e9", "GB", None, 1.5, True, [1]])
+@pytest.mark.parametrize("bad", ["twenty", "20 Gb", "20gb", "-1GB", "", "1e9", "GB", None, 1.5, True, [1], "7", "20G", 2**63])
 def test_parse_size_rejects_with_the_value_named(bad):
     with pytest.raises(SizeError) as e:
         parse_size(bad, what="limit")
@@ -30,8 +33,39 @@ def test_parse_size_rejects_with_the_value_named(bad):
 
 
 def test_units_are_case_sensitive_and_listed():
-    with pytest.raises(SizeError, match=r"unknown unit 'Gb'.*GB, TB, KiB, MiB, GiB"):
-        parse_size("20 Gb")
+    with pytest.raises(SizeError, match=r"unknown unit 'Mo' in '3Mo'; units are case-sensitive: B, kB, KB, MB, GB, TB, KiB, MiB, GiB, TiB$"):
+        parse_size("3Mo")
+
+
+@pytest.mark.parametrize("unit, decimal, binary", [("G", "GB", "GiB"), ("Gb", "GB", "GiB"), ("m", "MB", "MiB"), ("K", "kB", "KiB"), ("tib", "TB", "TiB")])
+def test_a_unit_as_xla_or_a_person_writes_it_names_both_spellings(unit, decimal, binary):
+    """XLA's out-of-memory text says "19.54G": copied into a budget it is refused with both meanings."""
+    with pytest.raises(SizeError) as e:
+        parse_size(f"20{unit}", what="limit")
+    assert str(e.value).startswith(f"limit: unknown unit {unit!r} in '20{unit}': write 20{decimal} ({decimal} is 10^")
+    assert f"or 20{binary} (2^" in str(e.value)
+
+
+def test_a_number_without_a_unit_is_refused_as_text_and_bytes_as_an_int():
+    """--tpumem-leak-threshold=10 meant 10 bytes, silently; an int in Python is bytes."""
+    with pytest.raises(SizeError, match=r"^threshold: '10' has no unit: write 10MB \(10\^6 bytes\), 10GB, or 10B for bytes;"):
+        parse_size("10", what="threshold")
+    assert parse_size(10) == 10 and parse_size("10B") == 10
+
+
+@pytest.mark.parametrize("value", ["9" * 400 + "GB", "9" * 400, 10**400, 2**63, "9.3EB", "9223372036854775808B"])
+def test_a_size_past_any_memory_is_one_error(value):
+    with pytest.raises(SizeError) as e:
+        parse_size(value, what="limit")
+    text = str(e.value)
+    assert text.startswith("limit: ") and len(text) < 300
+    if "no unit" not in text and "unknown unit" not in text:
+        assert text.endswith("is larger than any memory (at most 9223372036854775807 bytes)")
+    assert parse_size(2**63 - 1) == 2**63 - 1 and parse_size("9223372036854775807B") == 2**63 - 1
+
+
+def test_a_fraction_of_a_byte_is_rounded_to_the_nearest():
+    assert [parse_size(v) for v in ("1.4B", "1.5B", "0.0015kB", "1.0004kB")] == [1, 2, 2, 1000]
 
 
 def test_zero_and_negative():

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import defaults
-from ..units import SizeError, format_size, parse_size
+from ..units import SizeError, format_size, parse_size, shown_value
 
 FIGURES = ("peak", "growth")
 
@@ -52,18 +52,21 @@ def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Toleranc
     figure = figure.strip().lower()
     accepted = "accepted: peak:10%, peak:50MB, growth:10MB (a figure, a colon, a percentage or a size)"
     if not sep or figure not in FIGURES:
-        raise ToleranceError(f"{where}: {raw!r} names no figure of {', '.join(FIGURES)}; {accepted}")
+        raise ToleranceError(f"{where}: {shown_value(raw)} names no figure of {', '.join(FIGURES)}; {accepted}")
     amount = amount.strip()
     match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*%", amount)
     if match:
         if figure == "growth":
             raise ToleranceError(
-                f"{where}: {raw!r}: growth takes a size (growth:10MB), not a percentage: clean code grows by "
+                f"{where}: {shown_value(raw)}: growth takes a size (growth:10MB), not a percentage: clean code grows by "
                 "about 0 per iteration, so a percentage of it is noise"
             )
-        return Tolerance(figure, float(match.group(1)) / 100, True, f"{figure}:{amount}")
+        percent = float(match.group(1))
+        if percent > 1e6:
+            raise ToleranceError(f"{where}: {shown_value(raw)}: a percentage from 0 to 1000000; {accepted}")
+        return Tolerance(figure, percent / 100, True, f"{figure}:{amount}")
     try:
-        size = parse_size(amount, what=f"{where} {raw!r}")
+        size = parse_size(amount, what=f"{where} {shown_value(raw)}")
     except SizeError as e:
         raise ToleranceError(f"{e}; {accepted}") from None
     return Tolerance(figure, float(size), False, f"{figure}:{amount}")

@@ -414,13 +414,30 @@ def _confirm(
     return points, run - iterations
 
 
+MAX_ITERATIONS = 1000  # a leak shows in a few runs; a bound keeps iterations=2**63 from running forever
+MAX_WARMUP = 100
+
+
 def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
     """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
+    import inspect
+
     if not callable(fn):
         raise ValueError(f"fn={_short_repr(fn)} is not callable; pass the function to run, then its arguments")
-    for name, value, least in (("iterations", iterations, 1), ("warmup", warmup, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name}={value!r}: expected an int >= {least}")
+    target = getattr(fn, "func", fn)  # a functools.partial's function
+    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+        raise ValueError(
+            f"fn={_short_repr(fn)} is an async function: calling it only makes a coroutine, and its body would never "
+            "run; pass a function that runs it, e.g. lambda: asyncio.run(fn())"
+        )
+    if inspect.isgeneratorfunction(target):
+        raise ValueError(
+            f"fn={_short_repr(fn)} is a generator function: calling it runs none of its body; pass a function that "
+            "exhausts it, e.g. lambda: list(fn())"
+        )
+    for name, value, least, most in (("iterations", iterations, 1, MAX_ITERATIONS), ("warmup", warmup, 0, MAX_WARMUP)):
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise ValueError(f"{name}={_short_repr(value)}: expected an int from {least} to {most}")
     if not isinstance(clear_caches, bool):
         raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
 

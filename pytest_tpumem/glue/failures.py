@@ -21,3 +21,8 @@ class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
 
 
 LeakFailure.__module__ = "builtins"  # as pytest does for Failed: "LeakFailure: ..." in the short summary
+
+
+class PluginError(RuntimeError):
+    """An exception raised by the plugin's own measuring, chained to it: the test fails saying so,
+    never as if its code had raised (telling.text.plugin_error)."""

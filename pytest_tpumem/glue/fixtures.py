@@ -61,6 +61,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     def leak_check(
         fn: Callable[..., Any],
+        /,  # fn's own keywords (fn=, args=) go to fn
         *args: Any,
         iterations: int = defaults.ITERATIONS,
         warmup: int = defaults.WARMUP,

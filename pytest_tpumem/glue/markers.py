@@ -80,6 +80,20 @@ def spell(mark: Any) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+def closest(item: Any, name: str) -> Any:
+    """The marker nearest the test (its function, then its class, then its module), as pytest's
+    get_closest_marker; MarkerError where that node carries two of them (stacked decorators): one
+    would be ignored without a word."""
+    for node in reversed(item.listchain()):
+        found = [m for m in getattr(node, "own_markers", ()) if m.name == name]
+        if len(found) > 1:
+            given = ", ".join(f"@pytest.mark.{name}{spell(m)}" for m in found)
+            raise MarkerError(f"{given}: {len(found)} {name} markers on {node.name}; give one (the nearest of a function, class or module wins)")
+        if found:
+            return found[0]
+    return None
+
+
 def parse(fn: Any, mark: Any) -> dict[str, Any]:
     """The marker's arguments as ``fn`` parses them; MarkerError (one line) where they are wrong."""
     name = fn.__name__

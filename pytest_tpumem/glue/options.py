@@ -16,6 +16,7 @@ RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
+MAX_CHIPS = 4096  # a TPU slice's chips a host's workers share: far more than any host has
 
 # (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
 OPTIONS = (
@@ -164,7 +165,7 @@ def _convert(value: Any, kind: str, where: str) -> Any:
         text = str(value).strip().lower()
         if text in _TRUE | _FALSE:
             return text in _TRUE
-        raise SettingError(f"{where}: {value!r} is not a boolean; use true or false")
+        raise SettingError(f"{where}: {value!r} is not a boolean; use true or false (or yes/no, on/off, 1/0)")
     if kind == "size":
         try:
             return parse_size(value, what=where)
@@ -221,9 +222,9 @@ def _convert(value: Any, kind: str, where: str) -> Any:
         text = str(value).strip().lower()
         if text == "auto":
             return text
-        if text.isdigit() and int(text) > 0:
+        if text.isascii() and text.isdecimal() and 0 < int(text) <= MAX_CHIPS:
             return int(text)
-        raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips >= 1")
+        raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {MAX_CHIPS}")
     if kind.startswith("choice:"):
         choices = kind.split(":", 1)[1].split("|")
         text = str(value).strip().lower()
@@ -242,10 +243,17 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
     try:
         raw = getini(name)
     except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
+        import re
+
+        quoted = re.search(r"'(.*)'\s*$", str(e))  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
+        if quoted and kind != "size":
+            return quoted.group(1), where  # judged by _convert, which says what is accepted
         hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""
         raise SettingError(f"{where}: {e}{hint}") from None
-    if raw is None or (isinstance(raw, str) and raw.strip() == "" and kind != "bool"):
+    if raw is None:
         return None, ""
+    if isinstance(raw, str) and raw.strip() == "" and kind != "bool":
+        raise SettingError(f"{where} is empty: give a value, or remove the line")
     if isinstance(raw, list) and not raw:  # an ini list not set
         return None, ""
     return raw, where

@@ -71,7 +71,7 @@ def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]
     from ..targets import parse_target
 
     default_target = parse_target(settings.target) if settings.target else None
-    mark = item.get_closest_marker("max_hbm")
+    mark = markers.closest(item, "max_hbm")
     if mark is not None:
         parsed = markers.parse(markers.max_hbm, mark)
         spelled = "max_hbm" + markers.spell(mark)
@@ -93,7 +93,7 @@ def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
     fewer runs, for every test pays them); None for a test exempted with leak_check(False)."""
     from .. import defaults
 
-    mark = item.get_closest_marker("leak_check")
+    mark = markers.closest(item, "leak_check")
     if mark is None:
         if settings.leak_check != "all":
             return None

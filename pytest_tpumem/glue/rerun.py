@@ -71,6 +71,7 @@ class Reruns:
         self.item, self.call, self.total, self.between, self.after_first = item, call, total, between, after_first
         self.runs = 0
         self.kept = _PerTest(item)
+        self.raised: BaseException | None = None  # what the test's own code raised: anything else is the plugin's
 
     def __call__(self) -> Any:
         self.runs += 1
@@ -80,10 +81,21 @@ class Reruns:
             self.kept.reset()
         elif self.after_first is not None:
             try:
-                return self.call()
+                return self._run()
             finally:
                 self.after_first()
-        return self.call()
+        return self._run()
+
+    def _run(self) -> Any:
+        try:
+            return self.call()
+        except BaseException as e:
+            self.raised = e
+            raise
+
+    def by_the_plugin(self, error: BaseException) -> bool:
+        """``error`` was raised by the plugin's own measuring, not by a run of the test."""
+        return error is not self.raised and isinstance(error, Exception) and not isinstance(error, _PASSED_THROUGH + (pytest.fail.Exception,))
 
     def not_rerunnable(self, error: BaseException) -> str | None:
         """Where ``error`` came from a run after a passed first one: the line saying the test
@@ -91,7 +103,7 @@ class Reruns:
         caller re-raises it)."""
         from ..decisions.oom import is_oom
 
-        if self.runs <= 1 or not isinstance(error, (Exception, pytest.fail.Exception)) or isinstance(error, _PASSED_THROUGH) or is_oom(error):
+        if error is not self.raised or self.runs <= 1 or not isinstance(error, (Exception, pytest.fail.Exception)) or isinstance(error, _PASSED_THROUGH) or is_oom(error):
             return None
         return text.not_rerunnable(self.item.name, self.runs, self.total, error)
 

@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import pytest
 
 from ..telling import text
-from .failures import LeakFailure, fail
+from .failures import LeakFailure, PluginError, fail
+from .pytestcompat import expected_error
 from ..telling.files import save_budget
 from .fixtures import record, run_leak_check, with_files
 from .options import Settings
@@ -55,21 +56,12 @@ def _cut_short(session: pytest.Session) -> str:
     return ""
 
 
-def _expects(item: pytest.Item, error: BaseException) -> bool:
-    """True when an xfail marker on the item names this error: the user expects the OOM."""
-    for mark in item.iter_markers("xfail"):
-        raises = mark.kwargs.get("raises")
-        if raises is None or isinstance(error, raises):
-            return True
-    return False
-
-
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
     """Where ``error`` is jax running out of device memory (and no xfail expects it): free what the
     failed code held and fail the test saying so. Any other error is left to the caller to raise."""
     from ..decisions.oom import OomResult, free, is_oom
 
-    if not is_oom(error) or _expects(item, error):
+    if not is_oom(error) or expected_error(item, error):  # an xfail expects the OOM
         return
     result = OomResult.of(error, during)
     free(error)
@@ -232,7 +224,7 @@ class TpuMem:
         except BaseException as e:
             from ..decisions.oom import is_oom
 
-            if not is_oom(e) or _expects(item, e):
+            if not is_oom(e) or expected_error(item, e):
                 raise
             oom = e
         finally:
@@ -362,6 +354,8 @@ class TpuMem:
                 confirm_cleared=opts.swept and not opts.clear_caches,
             )
         except BaseException as e:
+            if runs.by_the_plugin(e):
+                raise PluginError(text.plugin_error("leak-checking", item.name, e)) from e
             line = runs.not_rerunnable(e)
             if line is None:
                 raise
@@ -471,7 +465,8 @@ class TpuMem:
         records = records_of(report.user_properties)
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.
-        if records and report.when == "call" and not report.skipped:
+        # A setup that failed (an out-of-memory in a fixture) has the only report of the test with a row.
+        if records and (report.when == "call" and not report.skipped or report.when == "setup" and report.failed):
             self.rows[report.nodeid] = records  # a test run again (pytest-rerunfailures): its last run
             self.outcomes[report.nodeid] = report.outcome
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..units import format_delta, format_size
+from ..units import format_apart, format_delta, format_size
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
     from ..decisions.budget import BudgetResult
@@ -162,9 +162,10 @@ def budget_message(result: BudgetResult, verbosity: int = 0) -> str:
         return ""
     worst = over[0]
     budget = result.budget
+    peak, limit = format_apart(worst.peak, budget.limit)  # never "peak 64.1kB is over the budget of 64.1kB"
     lines = [
-        f"max_hbm: peak {format_size(worst.peak)} on {worst.device} is over the budget of "
-        f"{format_size(budget.limit)} ({budget.spelled}), judged by {_witness(worst)}"
+        f"max_hbm: peak {peak} on {worst.device} is over the budget of "
+        f"{limit} ({budget.spelled}), judged by {_witness(worst)}"
     ]
     if worst.stand_in:
         lines[0] += f"; {STAND_IN_NOTE}"
@@ -315,10 +316,11 @@ def _leak_details(report: LeakReport, verbosity: int) -> list[str]:
 
 
 def _threshold(report: LeakReport, series: Series) -> str:
-    """``threshold 100.0MB/iteration``, or the host's own: ``host threshold 200.0MB/iteration``."""
+    """``threshold 100.0MB/iteration``, or the host's own: ``host threshold 200.0MB/iteration``;
+    with the digits that tell it apart from the series' growth."""
     limit = report.threshold_for(series)
     own = "host " if series.device == "host" and limit != report.threshold else ""
-    return f"{own}threshold {format_size(limit)}/iteration"
+    return f"{own}threshold {format_apart(series.growth, limit)[1] if limit else format_size(limit)}/iteration"
 
 
 def leak_message(report: LeakReport, verbosity: int = 0) -> str:
@@ -340,7 +342,8 @@ def leak_message(report: LeakReport, verbosity: int = 0) -> str:
         )
     lines = []
     if report.leaking_series:
-        lines.append(f"leak_check: {head.name} grew {format_size(head.growth)}/iteration {over} ({_threshold(report, head)})")
+        grew = format_apart(head.growth, report.threshold_for(head) or head.growth)[0]
+        lines.append(f"leak_check: {head.name} grew {grew}/iteration {over} ({_threshold(report, head)})")
         series = report.series if verbosity > 0 else _shown(report.leaking_series, verbosity)
         lines += ["  " + series_line(s, report.threshold_for(s) is not None) for s in series]
         lines += _leak_details(report, verbosity)
@@ -445,7 +448,8 @@ def target_message(r: TargetResult) -> str:
         if worst.estimate.refused:
             message.append(f"max_hbm: the TPU compiler refused {worst.program} for {topo}, over {budget}")
         else:
-            message.append(f"max_hbm: {worst.program} needs {format_size(worst.need)} per device compiled for {topo}, over {budget}")
+            need, limit = format_apart(worst.need, r.limit)
+            message.append(f"max_hbm: {worst.program} needs {need} per device compiled for {topo}, over the budget of {limit} ({r.spelled})")
         message += ["  " + _judgement_line(j, buffers=True) for j in over]
     unjudged = r.unjudged
     if unjudged or r.errors:
@@ -597,3 +601,11 @@ def no_baseline_yet(path: str, save_path: str | None, written: list[str]) -> str
     else:
         then = "add --tpumem-save to write one"
     return f"WARNING: tpumem: no baseline at {path} yet (--tpumem-compare-missing=warn): nothing compared; {then}"
+
+
+def plugin_error(doing: str, name: str, error: BaseException) -> str:
+    """An exception of the plugin's own, never blamed on the test."""
+    return (
+        f"pytest-tpumem failed while {doing} {name}: {type(error).__name__}: {error}. This is an error in "
+        "pytest-tpumem, not in the test: please report it with the traceback above"
+    )

@@ -26,9 +26,15 @@ def test_command_line_wins_over_ini():
 
 
 def test_typed_ini_values_and_empty_strings():
-    s = settings(ini={"tpumem": True, "tpumem_sample_ms": 0.0, "tpumem_target": "", "tpumem_recompile": "ALL"})
+    s = settings(ini={"tpumem": True, "tpumem_sample_ms": 0.0, "tpumem_recompile": "ALL"})
     assert s.enabled and s.sample_interval == 0 and s.target is None and s.recompile == "all"
     assert settings(ini={"tpumem_target": "v6e:4x4"}).target == "v6e:4x4"
+    # An empty value is an error, as an empty one on the command line is (it was ignored: a gate's
+    # `tpumem_json =` wrote no report, without a word); an empty boolean is false.
+    for name in ("tpumem_target", "tpumem_json", "tpumem_max_hbm", "tpumem_top"):
+        with pytest.raises(SettingError, match=f"^ini {name} is empty: give a value, or remove the line$"):
+            settings(ini={name: "  "})
+    assert settings(ini={"tpumem": ""}).enabled is False
 
 
 @pytest.mark.parametrize(
