@@ -118,6 +118,11 @@ def test_a_corrupt_baseline_is_a_usage_error_and_left_untouched(pytester):
             '{"schema": "pytest-tpumem-report", "version": 1, "context": {}, "tests": {"t": {"verdict": "ok", "peak": "12MB"}}}',
             "*test 't': \"peak\" is '12MB', not bytes as a whole number*",
         ),
+        ("[" * 100_000 + "]" * 100_000, "*base.json: nested too deeply to be a report"),  # was an INTERNALERROR
+        (
+            '{"schema": "pytest-tpumem-report", "version": 2, "context": {}, "tests": {"t": {"verdict": "ok", "peak": 1' + "0" * 30 + "}}}",
+            "*test 't': \"peak\" is 1000000000000000000000000000000, not bytes as a whole number from 0 to 2^63-1",
+        ),
     ],
 )
 def test_missing_and_invalid_baselines_are_usage_errors_naming_the_file(pytester, content, says):

@@ -121,8 +121,20 @@ def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
         (json.dumps({"schema": "something-else", "version": 1}).encode(), "not a pytest-tpumem report"),
         (json.dumps({**reports.build({}, {}), "version": 99}).encode(), "schema version 99 is newer"),
         (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}).encode(), "'big', not bytes"),
+        # Valid JSON of the wrong types (each crashed show, compare or merge with exit 1, compare's "regression"):
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to be a report"),
+        (json.dumps({**reports.build({}, {"git": {"commit": "a", "dirty": "yes"}})}).encode(), 'context "git" is not'),
+        (json.dumps({**reports.build({}, {"versions": ["jax"]})}).encode(), "context \"versions\" is ['jax'], not an object"),
+        (json.dumps({**reports.build({}, {"merged_from": "x"})}).encode(), "context \"merged_from\" is 'x', not a whole number"),
+        (json.dumps({**reports.build({}, {"hostname": ["a"]})}).encode(), "context \"hostname\" is ['a'], not text"),
+        (json.dumps(reports.build({}, {})).replace("{}", '{"bytes_limit": NaN}', 1).encode(), "NaN is not a JSON number"),
+        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": 10**20}}}).encode(), "10000"),
+        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "host_peak": "x"}}}).encode(), '"host_peak" is \'x\''),
+        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "checks": [1]}}}).encode(), '"checks" is not a list of objects'),
+        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "fine"}}}).encode(), '"verdict" is \'fine\', not one of'),
     ],
-    ids=["corrupt", "wrong schema", "newer version", "bad figure"],
+    ids=["corrupt", "wrong schema", "newer version", "bad figure", "deep", "git dirty text", "versions list", "merged_from text",
+         "hostname list", "NaN", "peak past 2^63", "host_peak text", "checks of numbers", "unknown verdict"],
 )
 def test_an_unusable_report_exits_2_naming_the_file(tmp_path, base, content, says):
     bad = tmp_path / "bad.json"
@@ -249,3 +261,30 @@ def test_no_jax_is_imported(tmp_path, base):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
     assert out.exists()
+
+
+def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path):
+    """A FIFO with no writer, or /dev/zero, would never end: refused without reading."""
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        done = subprocess.run([sys.executable, "-m", "pytest_tpumem", "show", str(path)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2
+        assert done.stderr.strip().endswith(f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)")
+
+
+def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_path):
+    """Two single-process runs are not two processes of one run; what merge writes, show reads."""
+    a = write(tmp_path / "a.json", {"t.py::a": [peak(MB)]}, pid=1)
+    b = write(tmp_path / "b.json", {"t.py::a": [peak(2 * MB)]}, pid=2, started="2025-05-02T10:00:00+00:00")
+    done = cli("merge", a, b, "-o", tmp_path / "m.json")
+    assert done.returncode == 2 and not (tmp_path / "m.json").exists()
+    assert done.stderr.strip().endswith(f"{b}: process 0 of 1, as {a} is: two runs, not two processes of one run "
+                                        "(merge joins the processes of one jax.distributed run or of several hosts)")
+    p0 = write(tmp_path / "p0.json", {"t.py::a": [peak(MB)]}, process_count=2)
+    p1 = write(tmp_path / "p1.json", {"t.py::a": [peak(2 * MB)]}, process_index=1, process_count=2, pid=2)
+    assert cli("merge", p0, p1, "-o", tmp_path / "m.json").returncode == 0
+    shown = cli("show", tmp_path / "m.json")
+    assert shown.returncode == 0 and "merged from 2 processes on h" in shown.stdout

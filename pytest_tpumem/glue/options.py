@@ -210,7 +210,7 @@ def _convert(value: Any, kind: str, where: str) -> Any:
     if kind == "tolerances":
         from ..decisions.compare import ToleranceError, parse_tolerances
 
-        values = [value] if isinstance(value, str) else list(value)
+        values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
         try:
             tolerances = parse_tolerances(values, where)
         except ToleranceError as e:

@@ -84,65 +84,155 @@ def process_path(path: str, index: int, count: int) -> str:
     return f"{root}.process-{index}-of-{count}{ext or '.json'}"
 
 
+MAX_BYTES = 1 << 30  # a report larger than this is not one pytest-tpumem wrote
+
+
 def read(path: str) -> dict[str, Any]:
-    """A report read back and checked; ReportError naming the file where it cannot be used."""
+    """A report read back and checked; ReportError naming the file where it cannot be used. Only
+    a regular file is read (a FIFO or /dev/zero would never end), and only what JSON allows (no
+    NaN), nested no deeper than a report is."""
+    import stat
+
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ReportError(f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)")
+        if st.st_size > MAX_BYTES:
+            raise ReportError(f"{path}: {st.st_size} bytes, larger than any report ({MAX_BYTES} bytes at most)")
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         raise ReportError(f"{path}: no such file") from None
     except OSError as e:
         raise ReportError(f"{path}: cannot be read: {e.strerror or e}") from None
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
     try:
-        report = json.loads(data)
+        report = json.loads(data, parse_constant=no_constant)
+    except RecursionError:
+        raise ReportError(f"{path}: nested too deeply to be a report") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ReportError(f"{path}: not JSON ({e}); is it a report written by --tpumem-json or --tpumem-save?") from None
     check(report, path)
     return report
 
 
+# What a report's values may be: each reader (the summary, show, compare, merge) relies on these.
+_TEXT, _INT, _BOOL, _OBJECT, _LIST = "text", "a whole number", "true or false", "an object", "a list"
+_CONTEXT: dict[str, tuple[str, bool]] = {  # key: (kind, null allowed)
+    "started": (_TEXT, True), "finished": (_TEXT, True), "hostname": (_TEXT, True), "pid": (_INT, True),
+    "platform": (_TEXT, True), "device_kind": (_TEXT, True), "devices": (_LIST, True), "device_count": (_INT, True),
+    "bytes_limit": (_INT, True), "stand_in": (_BOOL, True), "process_index": (_INT, True),
+    "process_count": (_INT, True), "merged_from": (_INT, True), "xdist_workers": (_INT, True),
+    "versions": (_OBJECT, True), "env": (_OBJECT, True), "git": (_OBJECT, True), "rootdir": (_TEXT, True),
+    "settings": (_OBJECT, True),
+}
+_ENTRY: dict[str, tuple[str, bool]] = {
+    "outcome": (_TEXT, False), "verdict": (_TEXT, False), "peak": (_INT, True), "peaks": (_OBJECT, False),
+    "budget": (_INT, True), "witness": (_TEXT, False), "growth": (_INT, True), "threshold": (_INT, True),
+    "growth_source": (_TEXT, False), "stand_in": (_BOOL, False), "host_peak": (_INT, True), "checks": (_LIST, False),
+}
+_SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
+
+
+def _kind_ok(value: Any, kind: str) -> bool:
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _OBJECT:
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def _bytes_ok(value: Any, signed: bool = False) -> bool:
+    from ..units import MAX_SIZE
+
+    return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
+
+
 def check(report: Any, where: str) -> None:
     """ReportError where ``report`` is not a report of this schema and version, naming the first
-    thing that is wrong."""
+    thing that is wrong: every key a reader of the project uses has the type docs/report-schema.md
+    gives it, and every size fits in 2^63 bytes."""
+    from ..decisions.verdict import Verdict
 
     def bad(what: str) -> ReportError:
         return ReportError(f"{where}: {what}")
+
+    def typed(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], what: str) -> None:
+        for key, (kind, nullable) in spec.items():
+            if key not in obj or (obj[key] is None and nullable):
+                continue
+            if not _kind_ok(obj[key], kind):
+                raise bad(f"{what} \"{key}\" is {_shown(obj[key])}, not {kind}")
 
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise bad(f"not a pytest-tpumem report (no \"schema\": \"{SCHEMA}\")")
     version = report.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise bad(f"version {version!r} is not a whole number")
+        raise bad(f"version {_shown(version)} is not a whole number")
     if version > VERSION:
         raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
     context = report.get("context")
     if not isinstance(context, dict):
         raise bad("\"context\" is missing or not an object")
-    for c in [context, *(report.get("processes") if isinstance(report.get("processes"), list) else [])]:
-        for key in ("process_index", "process_count", "device_count"):
-            value = c.get(key) if isinstance(c, dict) else None
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise bad(f"context \"{key}\" is {value!r}, not a whole number")
     processes = report.get("processes", [])
     if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
         raise bad("\"processes\" is not a list of objects")
+    for i, c in enumerate([context, *processes]):
+        what = "context" if i == 0 else f"processes[{i - 1}]"
+        typed(c, _CONTEXT, what)
+        if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
+            raise bad(f"{what} \"devices\" is not a list of text")
+        for key in ("versions", "env"):
+            if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
+                raise bad(f"{what} \"{key}\" is not an object of text")
+        git = c.get("git")
+        if isinstance(git, dict) and (
+            not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
+        ):
+            raise bad(f"{what} \"git\" is not {{\"commit\": text, \"dirty\": true, false or null}}")
+        for key in ("bytes_limit",):
+            if isinstance(c.get(key), int) and not _bytes_ok(c[key]):
+                raise bad(f"{what} \"{key}\" is {_shown(c[key])}, not bytes from 0 to 2^63-1")
+        for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
+            if isinstance(c.get(key), int) and not 0 <= c[key] <= 2**31:
+                raise bad(f"{what} \"{key}\" is {_shown(c[key])}, out of range")
     tests = report.get("tests")
     if not isinstance(tests, dict):
         raise bad("\"tests\" is missing or not an object")
+    verdicts = {v.value for v in Verdict}
     for nodeid, entry in tests.items():
+        name = f"test {_shown(nodeid)}:"
         if not isinstance(entry, dict):
-            raise bad(f"test {nodeid!r}: not an object")
+            raise bad(f"{name} not an object")
         if not isinstance(entry.get("verdict"), str):
-            raise bad(f"test {nodeid!r}: \"verdict\" is missing or not text")
-        for key in ("peak", "growth", "budget", "threshold"):
+            raise bad(f"{name} \"verdict\" is missing or not text")
+        if entry["verdict"] not in verdicts:
+            raise bad(f"{name} \"verdict\" is {_shown(entry['verdict'])}, not one of {', '.join(sorted(verdicts))}")
+        for key in ("peak", "growth", "budget", "threshold", "host_peak"):
             value = entry.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise bad(f"test {nodeid!r}: \"{key}\" is {value!r}, not bytes as a whole number")
-        if not isinstance(entry.get("checks", []), list):
-            raise bad(f"test {nodeid!r}: \"checks\" is not a list")
+            if value is not None and (not _kind_ok(value, _INT) or not _bytes_ok(value, key in _SIGNED)):
+                raise bad(f"{name} \"{key}\" is {_shown(value)}, not bytes as a whole number from "
+                          f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1")
+        typed(entry, _ENTRY, name)
         peaks = entry.get("peaks", {})
-        if not isinstance(peaks, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in peaks.values()):
-            raise bad(f"test {nodeid!r}: \"peaks\" is not an object of whole numbers")
+        if not isinstance(peaks, dict) or not all(_kind_ok(v, _INT) and _bytes_ok(v) for v in peaks.values()):
+            raise bad(f"{name} \"peaks\" is not an object of whole numbers of bytes")
+        checks = entry.get("checks", [])
+        if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
+            raise bad(f"{name} \"checks\" is not a list of objects")
+
+
+def _shown(value: Any) -> str:
+    from ..units import shown_value
+
+    return shown_value(value)
 
 
 def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -156,6 +246,7 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         raise ReportError("nothing to merge: give the reports of the processes")
     contexts: list[dict[str, Any]] = []
     seen: dict[tuple[Any, ...], str] = {}
+    indexes: dict[int, str] = {}  # process_index -> the report that had it
     tests: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for path, report in reports:
         if report.get("version") != reports[0][1].get("version"):
@@ -167,7 +258,15 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             key = (context.get("hostname"), context.get("process_index"), context.get("started"), context.get("pid"))
             if key in seen:
                 raise ReportError(f"{path}: the same process's report as {seen[key]}; give each process's report once")
+            index = context.get("process_index")
+            if index is not None and index in indexes:
+                raise ReportError(
+                    f"{path}: process {index} of {context.get('process_count')}, as {indexes[index]} is: two runs, not two "
+                    "processes of one run (merge joins the processes of one jax.distributed run or of several hosts)"
+                )
             seen[key] = path
+            if index is not None:
+                indexes[index] = path
             for k, what in (("platform", "platform"), ("device_kind", "device kind")):
                 first = contexts[0].get(k) if contexts else None
                 if first and context.get(k) and context[k] != first:
@@ -189,7 +288,9 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "started": min(str(c.get("started", "")) for c in contexts),
         "finished": max(finished) if finished else None,
     }
-    return build(merged, context, contexts)
+    result = build(merged, context, contexts)
+    check(result, "the merged report")  # what merge writes, show and compare read
+    return result
 
 
 def _merge_entries(entries: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def worst_first(item: tuple[str, dict[str, Any]]) -> tuple:
     _, r = item
     peak = max(r.get("peaks", {0: 0}).values() or [0])
     ratio = peak / r["budget"] if r.get("budget") else 0.0
-    growth_ratio = r.get("growth", 0) / r["threshold"] if r.get("threshold") else 0.0
+    growth_ratio = (r.get("growth") or 0) / r["threshold"] if r.get("threshold") else 0.0
     return (rank_of(r["verdict"]), -max(ratio, growth_ratio), -peak)
 
 
