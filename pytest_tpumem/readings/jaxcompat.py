@@ -264,10 +264,14 @@ def with_context_mesh(ctx: Any, mesh: Any) -> Any:
     every equation traced under them), so one is never copied or changed in place: a changed copy
     of the interned default would give every later equation of the process the target's mesh."""
     from jax._src import config, core
+    from jax._src import mesh as mesh_lib
 
+    # The state jax reads the current abstract mesh from: in jax._src.config up to 0.11, in
+    # jax._src.mesh from 0.12.
+    state = getattr(config, "abstract_mesh_context_manager", None) or getattr(mesh_lib, "abstract_mesh_context_manager")
     with ctx.manager:
-        previous = config.abstract_mesh_context_manager.swap_local(mesh)
+        previous = state.swap_local(mesh)
         try:
             return core.JaxprEqnContext()
         finally:
-            config.abstract_mesh_context_manager.set_local(previous)
+            state.set_local(previous)
