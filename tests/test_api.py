@@ -88,3 +88,20 @@ def test_a_target_check_inside_another_records_the_same_programs():
     assert "triple" in names and inner.capture.errors == []
     assert [p.name for p in outer.capture.programs] == names
     assert inner.result().need == outer.result().need > 0
+
+
+def test_a_tracker_stopped_before_it_started_says_so():
+    from pytest_tpumem import PeakTracker
+
+    with pytest.raises(RuntimeError, match=r"^PeakTracker.stop\(\) before start\(\): call tracker = PeakTracker\(\).start\(\) first$"):
+        PeakTracker().stop()
+
+
+def test_a_source_path_is_shown_from_the_directory_the_test_is_in_now(tmp_path, monkeypatch):
+    from pytest_tpumem.readings.frames import short_path
+
+    f = str(tmp_path / "pkg" / "model.py")
+    monkeypatch.chdir(tmp_path)
+    assert short_path(f) == "pkg/model.py"
+    monkeypatch.chdir(tmp_path.parent)
+    assert short_path(f) == f"{tmp_path.name}/pkg/model.py"  # not the first answer, cached

@@ -232,6 +232,8 @@ class PeakTracker:
     def stop(self) -> PeakReport:
         """The report; called again, the same report (a leak check stops its tracker after the first run)."""
         if self._report is None:
+            if not hasattr(self, "_start"):
+                raise RuntimeError("PeakTracker.stop() before start(): call tracker = PeakTracker().start() first")
             self._report = self._stop()
         return self._report
 

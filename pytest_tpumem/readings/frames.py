@@ -71,11 +71,19 @@ def is_user_file(path: str) -> bool:
     return not any(real == root or real.startswith(root + os.sep) for root in _library_roots())
 
 
-@functools.lru_cache(maxsize=4096)
 def short_path(path: str) -> str:
-    """``path`` relative to the working directory where it is under it, else as it is."""
+    """``path`` relative to the working directory where it is under it, else as it is (a test
+    that changes directory gets paths from the new one)."""
     try:
-        rel = os.path.relpath(path)
+        return _short_path(path, os.getcwd())
+    except OSError:  # the working directory was removed
+        return path
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_path(path: str, cwd: str) -> str:
+    try:
+        rel = os.path.relpath(path, cwd)
     except ValueError:  # another drive
         return path
     return path if rel.startswith("..") else rel
