@@ -84,7 +84,10 @@ def closest(item: Any, name: str) -> Any:
     """The marker nearest the test (its function, then its class, then its module), as pytest's
     get_closest_marker; MarkerError where that node carries two of them (stacked decorators): one
     would be ignored without a word."""
-    for node in reversed(item.listchain()):
+    chain = getattr(item, "listchain", None)
+    if chain is None:  # not a pytest node: its closest marker, as it gives it
+        return item.get_closest_marker(name)
+    for node in reversed(chain()):
         found = [m for m in getattr(node, "own_markers", ()) if m.name == name]
         if len(found) > 1:
             given = ", ".join(f"@pytest.mark.{name}{spell(m)}" for m in found)
