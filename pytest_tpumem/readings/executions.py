@@ -63,8 +63,9 @@ def need_of(executable: Any, name: str = "") -> Need | None:
         if peak <= 0 or executable.client.platform == "cpu":
             peak = max(peak, args + outputs + temps - alias)
         if not name:
-            names = [m.name for m in executable.hlo_modules()] if hasattr(executable, "hlo_modules") else []
-            name = names[0] if names else "?"
+            from .programs import program_name
+
+            name = program_name(executable)
         devices = tuple(device_readings.device_label(d) for d in executable.local_devices())
     except Exception:
         return None
