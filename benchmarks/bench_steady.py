@@ -25,6 +25,7 @@ spread for deterministic figures (peaks, device growth), planted rates within 2%
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -194,7 +195,7 @@ def main() -> None:
         seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         walls: dict[str, list[float]] = defaultdict(list)
         began = time.perf_counter()
-        with background_load(a.load_cpus, a.load_mb) if not a.no_load else _nothing():
+        with background_load(a.load_cpus, a.load_mb) if not a.no_load else contextlib.nullcontext():
             print(load_average())
             for r in range(a.runs):
                 for suite, (args, cwd) in suites.items():
@@ -246,14 +247,6 @@ def main() -> None:
         print(f"{figure}: {n} of {len(spreads)} clean tests' figures moved between runs; largest spread {max(spreads, default=0) / 1e3:.1f} kB")
     for suite, w in walls.items():
         print(f"{suite}: {len(w)} runs, wall {min(w):.1f}-{max(w):.1f} s")
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ beside it (benchmarks/_load.py), it runs:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -88,7 +89,7 @@ def main() -> None:
     print(f"suite: dm-haiku's tests, {len(FILES)} files under {root}")
     print("load:", "none" if a.no_load else describe(2, 300))
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tpumem-third-party-") as tmp, (background_load() if not a.no_load else _Nothing()):
+    with tempfile.TemporaryDirectory(prefix="tpumem-third-party-") as tmp, (background_load() if not a.no_load else contextlib.nullcontext()):
         print(load_average())
         verdicts = []
         for run in (1, 2):
@@ -125,14 +126,6 @@ def main() -> None:
     print()
     print("problems: " + ("none" if not problems else "\n  " + "\n  ".join(problems)))
     sys.exit(1 if problems else 0)
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 if __name__ == "__main__":
