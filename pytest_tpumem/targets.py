@@ -37,11 +37,6 @@ class Target:
     device: str  # "chip" or "TensorCore"
     devices_per_chip: int
 
-    def describe(self) -> str:
-        from .telling.text import target_text
-
-        return target_text(self)
-
 
 def parse_target(name: object, *, what: str = "target") -> Target:
     """``"v5e"`` or ``"v5e:4x4"`` -> Target."""

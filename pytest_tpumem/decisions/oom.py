@@ -45,7 +45,7 @@ class OomResult(Told):
 
     @classmethod
     def of(cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None) -> "OomResult":
-        from ..telling.text import first_line
+        from ..errors import first_line
 
         return cls(first_line(error), during, limit, peak)
 

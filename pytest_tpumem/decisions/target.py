@@ -57,7 +57,7 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
         except NotRetargetable as e:
             reason = str(e)
         except Exception as e:
-            from ..telling.text import first_line
+            from ..errors import first_line
 
             reason = f"{type(e).__name__}: {first_line(e)}"
         else:

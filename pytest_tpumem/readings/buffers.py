@@ -38,11 +38,6 @@ class Buffer:
     source: str  # "test_model.py:42 (step)", where jax recorded one
     converted_from: str = ""  # a float32 (or wider) value converted from this narrower float dtype: an upcast
 
-    def describe(self) -> str:
-        from ..telling.text import buffer_line
-
-        return buffer_line(self)
-
 
 def _kind(header: str) -> str:
     m = re.search(r"parameter (\d+)", header)

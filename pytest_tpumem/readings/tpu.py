@@ -50,12 +50,6 @@ class HbmEstimate:
     def headroom(self) -> int:
         return self.capacity - self.peak
 
-    def describe(self, buffers: bool = True) -> str:
-        """One line of figures, then (``buffers``) the largest buffers."""
-        from ..telling.text import estimate_text
-
-        return estimate_text(self, buffers)
-
 
 def target_mesh(target: str | Target, axes: dict[str, int] | None = None) -> Any:
     """A Mesh over the target's devices: ``target_mesh("v5e:2x2", {"data": 4})``; one axis of all by default."""
@@ -209,9 +203,9 @@ def topology_devices(topology: str) -> tuple[Any, ...]:
     import importlib.util
 
     if importlib.util.find_spec("libtpu") is None:
-        from ..telling.text import libtpu_install_line
+        from ..errors import LIBTPU_INSTALL
 
-        raise LibtpuMissing(f"compiling for {topology} needs libtpu: {libtpu_install_line()}")
+        raise LibtpuMissing(f"compiling for {topology} needs libtpu: {LIBTPU_INSTALL}")
     # Several processes (pytest-xdist workers) compiling at once would otherwise fail on libtpu's
     # lockfile; this only shares the compiler, it never opens a chip.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
@@ -227,7 +221,7 @@ def topology_devices(topology: str) -> tuple[Any, ...]:
         with libtpu_startup_filtered():
             return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
     except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
-        from ..telling.text import first_line
+        from ..errors import first_line
 
         raise TopologyError(f"libtpu cannot lay out the topology {topology}: {first_line(e)}") from None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..errors import LIBTPU_INSTALL, first_line
 from ..units import format_apart, format_delta, format_size
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
@@ -26,11 +27,6 @@ STAND_IN_NOTE = (
     "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "
     "analysis of each program the test runs)"
 )
-
-
-def first_line(error: BaseException, limit: int = 300) -> str:
-    """The first line of an error's message (its type's name where it has none), cut at ``limit``."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
 
 
 def _plural(n: int, word: str, words: str = "") -> str:
@@ -478,10 +474,7 @@ def target_section(r: TargetResult) -> str:
 
 
 def libtpu_install_line() -> str:
-    return (
-        'pip install "jax[tpu]" (from a checkout of pytest-tpumem: pip install ".[tpu]"; '
-        'once it is published: pip install "pytest-tpumem[tpu]")'
-    )
+    return LIBTPU_INSTALL
 
 
 def no_libtpu(topology: str, spelled: str, skipped: bool = False) -> str:

@@ -1,0 +1,14 @@
+"""Error text every layer may need, with no layer of its own: a library error's first line, and
+how to get libtpu. (telling/ words everything else; readings/ and targets.py import only this.)"""
+
+from __future__ import annotations
+
+LIBTPU_INSTALL = (
+    'pip install "jax[tpu]" (from a checkout of pytest-tpumem: pip install ".[tpu]"; '
+    'once it is published: pip install "pytest-tpumem[tpu]")'
+)
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message (its type's name where it has none), cut at ``limit``."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
