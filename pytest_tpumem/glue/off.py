@@ -25,12 +25,7 @@ class Off:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.marked:
-            terminalreporter.write_line(inert_line(len(self.marked)), yellow=True)
+            from ..telling.text import markers_inert
 
+            terminalreporter.write_line(markers_inert(len(self.marked)), yellow=True)
 
-def inert_line(marked: int) -> str:
-    tests = "1 test has" if marked == 1 else f"{marked} tests have"
-    return (
-        f"pytest-tpumem is off: {tests} a max_hbm or leak_check marker and nothing was measured; "
-        "pass --tpumem or set tpumem = true in the ini"
-    )

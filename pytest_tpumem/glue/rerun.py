@@ -95,7 +95,7 @@ class Reruns:
 
     def by_the_plugin(self, error: BaseException) -> bool:
         """``error`` was raised by the plugin's own measuring, not by a run of the test."""
-        return error is not self.raised and isinstance(error, Exception) and not isinstance(error, _PASSED_THROUGH + (pytest.fail.Exception,))
+        return error is not self.raised and isinstance(error, Exception) and not isinstance(error, _PASSED_THROUGH)
 
     def not_rerunnable(self, error: BaseException) -> str | None:
         """Where ``error`` came from a run after a passed first one: the line saying the test

@@ -10,6 +10,7 @@ import json
 import os
 from typing import Any, Iterable
 
+from ..units import MAX_SIZE, shown_value
 from .rows import merge
 
 SCHEMA = "pytest-tpumem-report"
@@ -150,8 +151,6 @@ def _kind_ok(value: Any, kind: str) -> bool:
 
 
 def _bytes_ok(value: Any, signed: bool = False) -> bool:
-    from ..units import MAX_SIZE
-
     return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
 
 
@@ -169,13 +168,13 @@ def check(report: Any, where: str) -> None:
             if key not in obj or (obj[key] is None and nullable):
                 continue
             if not _kind_ok(obj[key], kind):
-                raise bad(f"{what} \"{key}\" is {_shown(obj[key])}, not {kind}")
+                raise bad(f"{what} \"{key}\" is {shown_value(obj[key])}, not {kind}")
 
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise bad(f"not a pytest-tpumem report (no \"schema\": \"{SCHEMA}\")")
     version = report.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise bad(f"version {_shown(version)} is not a whole number")
+        raise bad(f"version {shown_value(version)} is not a whole number")
     if version > VERSION:
         raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
     context = report.get("context")
@@ -199,26 +198,26 @@ def check(report: Any, where: str) -> None:
             raise bad(f"{what} \"git\" is not {{\"commit\": text, \"dirty\": true, false or null}}")
         for key in ("bytes_limit",):
             if isinstance(c.get(key), int) and not _bytes_ok(c[key]):
-                raise bad(f"{what} \"{key}\" is {_shown(c[key])}, not bytes from 0 to 2^63-1")
+                raise bad(f"{what} \"{key}\" is {shown_value(c[key])}, not bytes from 0 to 2^63-1")
         for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
             if isinstance(c.get(key), int) and not 0 <= c[key] <= 2**31:
-                raise bad(f"{what} \"{key}\" is {_shown(c[key])}, out of range")
+                raise bad(f"{what} \"{key}\" is {shown_value(c[key])}, out of range")
     tests = report.get("tests")
     if not isinstance(tests, dict):
         raise bad("\"tests\" is missing or not an object")
     verdicts = {v.value for v in Verdict}
     for nodeid, entry in tests.items():
-        name = f"test {_shown(nodeid)}:"
+        name = f"test {shown_value(nodeid)}:"
         if not isinstance(entry, dict):
             raise bad(f"{name} not an object")
         if not isinstance(entry.get("verdict"), str):
             raise bad(f"{name} \"verdict\" is missing or not text")
         if entry["verdict"] not in verdicts:
-            raise bad(f"{name} \"verdict\" is {_shown(entry['verdict'])}, not one of {', '.join(sorted(verdicts))}")
+            raise bad(f"{name} \"verdict\" is {shown_value(entry['verdict'])}, not one of {', '.join(sorted(verdicts))}")
         for key in ("peak", "growth", "budget", "threshold", "host_peak"):
             value = entry.get(key)
             if value is not None and (not _kind_ok(value, _INT) or not _bytes_ok(value, key in _SIGNED)):
-                raise bad(f"{name} \"{key}\" is {_shown(value)}, not bytes as a whole number from "
+                raise bad(f"{name} \"{key}\" is {shown_value(value)}, not bytes as a whole number from "
                           f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1")
         typed(entry, _ENTRY, name)
         peaks = entry.get("peaks", {})
@@ -227,12 +226,6 @@ def check(report: Any, where: str) -> None:
         checks = entry.get("checks", [])
         if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
             raise bad(f"{name} \"checks\" is not a list of objects")
-
-
-def _shown(value: Any) -> str:
-    from ..units import shown_value
-
-    return shown_value(value)
 
 
 def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

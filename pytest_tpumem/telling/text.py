@@ -602,3 +602,12 @@ def plugin_error(doing: str, name: str, error: BaseException) -> str:
         f"pytest-tpumem failed while {doing} {name}: {type(error).__name__}: {error}. This is an error in "
         "pytest-tpumem, not in the test: please report it with the traceback above"
     )
+
+
+def markers_inert(marked: int) -> str:
+    """Markers met a run without --tpumem (glue/off.py)."""
+    tests = "1 test has" if marked == 1 else f"{marked} tests have"
+    return (
+        f"pytest-tpumem is off: {tests} a max_hbm or leak_check marker and nothing was measured; "
+        "pass --tpumem or set tpumem = true in the ini"
+    )
