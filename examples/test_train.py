@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import optax
 import pytest
 
-from pytest_tpumem import check_leaks
+from pytest_tpumem import check_leaks, message
 
 
 def device0() -> str:
@@ -118,6 +118,6 @@ def test_a_planted_leak_is_caught(train_step, train_state, batch):
         return loss
 
     report = check_leaks(step_and_keep, iterations=3, threshold="50MB")
-    print(report.message())
+    print(message(report))
     assert report.leaked
     assert report.growth(device0()) >= 60_000_000

@@ -8,10 +8,13 @@ The package is laid out by role, in the order of one measurement:
   (that compile's buffer assignment), ``jaxcompat`` (every private jax API, one check per feature).
 - ``decisions/``: what is decided from them. ``peak`` (witnesses and the peak), ``budget`` (the
   peak against a budget), ``leak`` (the leak rule), ``target`` (the budget on a TPU target),
-  ``oom`` (out of device memory), ``verdict``. Each check gives one frozen result that knows
-  whether it failed, its failure text, its report section and its summary row.
-- ``telling/``: how it is told. ``text`` (every sentence: header, failures, sections) and
-  ``rows`` (JSON-able rows and the summary table).
+  ``oom`` (out of device memory), ``verdict``, ``compare``. Each check gives one result: plain
+  frozen data that knows whether it failed and its verdict, and nothing of words.
+- ``telling/``: how it is told. A module per check (``budget``, ``target``, ``leak``, ``oom``)
+  writes its failure text, report section and row, found by the result's type in ``results``;
+  ``header``, ``run``, ``words``, ``rows`` (the summary), ``report`` (the JSON report),
+  ``comparison``, ``files``, ``svg``.
+- ``checks``: the checks as a user calls them without pytest (``check_leaks``, ``message``).
 - ``glue/`` and ``plugin.py``: pytest. ``plugin.py`` is the entry point (options, markers,
   fixtures; it imports nothing else), ``glue/options`` and ``glue/markers`` (one source for each
   option and marker signature), ``glue/plan`` (a test's markers parsed once, at setup),
@@ -21,8 +24,9 @@ The package is laid out by role, in the order of one measurement:
 
 The core works without pytest::
 
-    from pytest_tpumem import check_leaks, PeakTracker, TargetCheck
+    from pytest_tpumem import check_leaks, message, PeakTracker, TargetCheck
     report = check_leaks(train_step, state, batch, iterations=3, threshold="100MB")
+    print(message(report))
 
 Nothing here imports jax until a measurement runs.
 """
@@ -34,7 +38,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "check_leaks": "decisions.leak",
+    "check_leaks": "checks",
+    "message": "checks",
+    "section": "checks",
     "LeakReport": "decisions.leak",
     "LeakError": "decisions.leak",
     "Series": "decisions.leak",

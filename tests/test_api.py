@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import pytest_tpumem
-from pytest_tpumem import check_leaks
+from pytest_tpumem import check_leaks, message
 
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu (the tpu extra)")
 
@@ -27,7 +27,7 @@ def test_leaking_is_a_bool_and_the_series_are_named():
     kept.clear()
     clean = check_leaks(lambda: jnp.ones((1_000_000,), jnp.float32).sum(), threshold="2MB")
     assert clean.leaking is False and clean.leaking_series == ()
-    assert clean.message().startswith("leak_check: no leak over 3 iterations: the largest growth was ")
+    assert message(clean).startswith("leak_check: no leak over 3 iterations: the largest growth was ")
 
 
 def test_a_function_that_is_not_callable_is_one_clear_error():
@@ -65,7 +65,7 @@ def test_the_target_check_runs_without_pytest():
     result = check.result()
     assert result.failed and result.verdict.value == "over budget"
     assert result.need >= 32 * 10**6  # 12 MB on the CPU, 16 MB on a v5e (tile padding), in and out
-    assert result.message.startswith("max_hbm: scale needs 32.0MB per device compiled for v5e:2x2")
+    assert message(result).startswith("max_hbm: scale needs 32.0MB per device compiled for v5e:2x2")
     with TargetCheck("v5e") as roomy:
         jax.jit(scale)(jnp.ones((1000, 3), jnp.float32)).block_until_ready()
     assert not roomy.result().failed

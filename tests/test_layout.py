@@ -1,5 +1,6 @@
 """The package's imports run one way, read from the source with ast (no import is run):
-units, defaults, errors and targets <- readings <- decisions <- telling <- glue and cli <- plugin.
+units, defaults, errors and targets <- readings <- decisions <- telling <- glue, checks and cli <- plugin;
+and no module imports itself back through others (no circle, within a layer either).
 
 A module may import its own layer and the layers below it, never one above, at the top of the
 file or inside a function (a lazy import is how a circle hides). Type-only imports (under
@@ -13,16 +14,9 @@ import pytest_tpumem
 
 PACKAGE = pathlib.Path(pytest_tpumem.__file__).parent
 LAYERS = {"units": 0, "defaults": 0, "errors": 0, "targets": 0, "readings": 1, "decisions": 2, "telling": 3,
-          "glue": 4, "cli": 4, "__main__": 4, "plugin": 5, "__init__": 5}
+          "glue": 4, "cli": 4, "checks": 4, "__main__": 4, "plugin": 5, "__init__": 5}
 
-# The imports against the grain that remain: each result's text, section and row are still found
-# from decisions/ (issue 17 moves that dispatch into telling/). The list must shrink, never grow:
-# a new one fails the test, and one removed must be taken off the list.
-KNOWN = {
-    ("decisions.leak", "telling.text"),
-    ("decisions.result", "telling.text"),
-    ("decisions.result", "telling.rows"),
-}
+KNOWN: set[tuple[str, str]] = set()  # imports against the grain that remain: none, and none may come back
 
 
 def _layer(module: str) -> int:
@@ -67,6 +61,37 @@ def test_no_module_imports_a_layer_above_its_own_beyond_the_known_ones():
     found = _against_the_grain()
     assert found - KNOWN == set(), "new imports against the grain"
     assert KNOWN - found == set(), "gone: take them off KNOWN"
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> modules it imports): each a path that comes back to its start."""
+    found, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(module, ())):
+            if nxt in path:
+                found.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, path + [nxt])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_of(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_no_module_imports_itself_back_through_others():
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_sees_a_planted_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_reader_sees_a_planted_import_against_the_grain(tmp_path, monkeypatch):

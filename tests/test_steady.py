@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_tpumem import check_leaks
+from pytest_tpumem import check_leaks, message
 from pytest_tpumem.readings import host
 from pytest_tpumem.readings.devices import live_bytes_by_device
 from pytest_tpumem.readings.inflight import wait_idle
@@ -202,7 +202,7 @@ def test_work_left_in_flight_is_not_a_host_leak():
 
     report = check_leaks(body, iterations=3, threshold="10MB")
     (rss,) = [s for s in report.series if s.name == "host RSS"]
-    assert not report.leaking and all(abs(d) < 5 * MB for d in rss.deltas), report.message()
+    assert not report.leaking and all(abs(d) < 5 * MB for d in rss.deltas), message(report)
 
 
 ONLY_THE_SAMPLER = """

@@ -8,7 +8,6 @@ from typing import Any
 from .. import defaults
 
 from .peak import DevicePeak, PeakReport
-from .result import Told
 from .verdict import Verdict
 
 
@@ -22,10 +21,8 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class BudgetResult(Told):
+class BudgetResult:
     """The peak of a measured test, judged against its budget (None: measured for a leak check only)."""
-
-    _message, _section, _row = "budget_message", "budget_section", "budget_row"
 
     peak: PeakReport
     budget: Budget | None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import defaults
-from ..units import SizeError, format_size, parse_size, shown_value
+from ..units import SizeError, parse_size, shown_value
 
 FIGURES = ("peak", "growth")
 
@@ -105,17 +105,6 @@ class Change:
     def percent(self) -> float | None:
         return None if self.old == 0 else 100.0 * (self.new - self.old) / abs(self.old)
 
-    def describe(self, baseline: str = "the baseline") -> str:
-        """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
-        delta = self.new - self.old
-        sign = "+" if delta >= 0 else "-"
-        pct = "" if self.percent is None else f"{self.percent:+.1f}%, "
-        line = f"{self.figure} {format_size(self.new)}, was {format_size(self.old)} in {baseline} ({pct}{sign}{format_size(abs(delta))})"
-        if self.regressed:
-            line += f", beyond {self.regressed_beyond}"
-        elif self.improved:
-            line += f", better by more than {self.improved_beyond}"
-        return line
 
 
 def comparable(old: dict[str, Any]) -> bool:

@@ -50,7 +50,6 @@ from .. import defaults
 from ..readings import devices as device_readings
 from ..readings import host as host_readings
 from ..units import parse_size
-from .result import Told
 from .verdict import Verdict
 
 
@@ -103,12 +102,6 @@ class Series:
         if self.limit is None or self.growth <= 0:
             return None
         return max(0, (self.limit - self.values[-1]) // self.growth)
-
-    def describe(self) -> str:
-        """One line: the bytes after the baseline and after each iteration, and the forecast."""
-        from ..telling.text import series_line
-
-        return series_line(self)
 
 
 @dataclass(frozen=True)
@@ -217,10 +210,8 @@ def kept_in_every_iteration(
 
 
 @dataclass(frozen=True)
-class LeakReport(Told):
+class LeakReport:
     """Result of a leak check: every series, the threshold and the verdict."""
-
-    _message, _section, _row = "leak_message", "leak_section", "leak_row"
 
     iterations: int
     warmup: int
@@ -296,19 +287,13 @@ class LeakReport(Told):
         """Largest judged growth per iteration among the series of ``device`` ("host" for RSS)."""
         return max((s.growth for s in self.series if s.device == device), default=0)
 
-    def message(self, verbosity: int = 0) -> str:  # a method, as the public API has always had it
-        """The failure text (what grew, by how much per iteration, on which device, and what leaked
-        where), or for a clean check one line saying so; ``verbosity`` as pytest's -q/-v."""
-        from ..telling.text import leak_message
-
-        return leak_message(self, verbosity)
-
 
 class LeakError(AssertionError):
-    """Raised by :func:`check_leaks` with ``raise_on_leak=True``; carries the report."""
+    """Raised by ``pytest_tpumem.check_leaks`` with ``raise_on_leak=True``: ``text`` is the failure
+    text (telling/), ``.report`` the LeakReport."""
 
-    def __init__(self, report: LeakReport):
-        super().__init__(report.message())
+    def __init__(self, report: LeakReport, text: str):
+        super().__init__(text)
         self.report = report
 
 
@@ -468,7 +453,6 @@ def check_leaks(
     threshold: int | str = defaults.LEAK_THRESHOLD,
     clear_caches: bool = defaults.CLEAR_CACHES,
     host: bool | int | str = True,
-    raise_on_leak: bool = False,
     devices: list[Any] | None = None,
     capacity: tuple[int, str] | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -490,8 +474,8 @@ def check_leaks(
     confirmed by as many runs again with the caches cleared after each, so what they hold is not
     a leak (programs kept by the caches are then a leak only by their bytes). Keyword arguments
     named like this function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``,
-    ``host``, ``raise_on_leak``, ``devices``, ``capacity``, ``progress``, ``profile``,
-    ``confirm_cleared``) are taken here, not passed to ``fn``: give them to ``fn`` with
+    ``host``, ``devices``, ``capacity``, ``progress``, ``profile``, ``confirm_cleared``; and
+    ``raise_on_leak`` of ``pytest_tpumem.check_leaks``) are taken here, not passed to ``fn``: give them to ``fn`` with
     ``functools.partial``.
     """
     validate(fn, iterations, warmup, clear_caches)
@@ -611,6 +595,4 @@ def check_leaks(
             report = replace(report, host_sites=host_sites(host_readings.traced_growth(traced)))
         except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
             report = replace(report, host_trace_error=f"{type(e).__name__}: {str(e).strip()[:200]}")
-    if raise_on_leak and report.leaking:
-        raise LeakError(report)
     return report

@@ -8,7 +8,6 @@ import traceback
 from dataclasses import dataclass
 
 from .peak import PeakReport
-from .result import Told
 from .verdict import Verdict
 
 
@@ -33,10 +32,8 @@ def free(error: BaseException) -> None:
 
 
 @dataclass(frozen=True)
-class OomResult(Told):
+class OomResult:
     """A test (or its setup) that ran out of device memory."""
-
-    _message, _section, _row = "oom_message", "oom_message", "oom_row"
 
     error: str  # the first line of jax's error
     during: str  # "in this test", "while setting up this test"

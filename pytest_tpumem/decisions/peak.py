@@ -70,7 +70,7 @@ class PeakReport:
     programs: tuple[Need, ...] = field(default=())  # the programs the measured code ran, once each
     profile: bytes | None = None  # jax's device-memory profile (gzipped pprof) at the body's end, where asked for
     uncounted: str = ""  # why the programs the code ran were not read ("unavailable" on a jax without the
-    # hooks: telling.text.UNCOUNTED says it in words); "" where they were
+    # hooks: telling.budget.UNCOUNTED says it in words); "" where they were
 
     @property
     def worst(self) -> DevicePeak | None:

@@ -7,7 +7,7 @@ judged against the budget there. Usable without pytest::
         train_step(state, batch)
     result = check.result()  # compiles each program for v5e:2x2 (libtpu, no TPU needed)
     if result.failed:
-        print(result.message)
+        print(message(result))  # from pytest_tpumem import message
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from .. import defaults
 from ..readings.tpu import HbmEstimate
-from .result import Told
 from .verdict import Verdict
 
 
@@ -68,13 +67,11 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
 
 
 @dataclass(frozen=True)
-class TargetResult(Told):
+class TargetResult:
     """What a test's programs need compiled for a TPU target, against the budget there.
 
     A program that could not be compiled for the target (or recorded) fails the check too: the
     code is then not judged there, and saying nothing would pass it unchecked."""
-
-    _message, _section, _row = "target_message", "target_section", "target_row"
 
     check: str  # "max_hbm" or "hbm_estimate": who asked, for the failure text
     target: Any  # targets.Target

@@ -33,7 +33,7 @@ import os
 import re
 from typing import Any
 
-from ..telling.text import _plural
+from ..telling.words import plural as _plural
 from .options import SettingError, Settings
 
 FLAG = "--tpumem-tpu-chips"

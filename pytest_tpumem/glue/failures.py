@@ -16,7 +16,9 @@ class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """The failure a leak check raises; ``.report`` is the LeakReport."""
 
     def __init__(self, report: Any, verbosity: int = 0):
-        super().__init__(report.message(verbosity), pytrace=False)
+        from ..telling.results import message
+
+        super().__init__(message(report, verbosity), pytrace=False)
         self.report = report
 
 
@@ -25,4 +27,4 @@ LeakFailure.__module__ = "builtins"  # as pytest does for Failed: "LeakFailure: 
 
 class PluginError(RuntimeError):
     """An exception raised by the plugin's own measuring, chained to it: the test fails saying so,
-    never as if its code had raised (telling.text.plugin_error)."""
+    never as if its code had raised (telling.run.plugin_error)."""

@@ -8,7 +8,10 @@ from typing import Any, Callable
 import pytest
 
 from .. import defaults
-from ..telling import text
+from ..telling.results import message, row
+from ..telling.run import fixture_error
+from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
+from ..telling.words import files_not_written
 from ..telling.files import save_leak
 from .failures import LeakFailure, fail
 from .options import SETTINGS
@@ -29,7 +32,7 @@ def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str
     try:
         files = save(result, directory, nodeid)
     except OSError as e:
-        files = (text.files_not_written(directory, e),)
+        files = (files_not_written(directory, e),)
     return dataclasses.replace(result, files=files)
 
 
@@ -51,7 +54,7 @@ def run_leak_check(item: pytest.Item, call: Callable[[], Any], target: Any = Non
     )
     if report.leaking and profile_dir is not None:
         report = with_files(report, save_leak, profile_dir, item.nodeid)
-    record(item, report.row)
+    record(item, row(report))
     return report
 
 
@@ -78,7 +81,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             limit = default if threshold is None else parse_size(threshold, what="threshold")
             judged = settings.leak_host if host is None else parse_host(host)
         except (SizeError, ValueError) as e:
-            fail(text.fixture_error("leak_check(...)", e))
+            fail(fixture_error("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
         report = run_leak_check(
@@ -114,7 +117,7 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
             chosen = parse_target(target if target is not None else default_target or "", what="hbm_estimate(target=...)")
             limit = chosen.hbm_per_device if budget is None else parse_size(budget, what="hbm_estimate(budget=...)")
         except (TargetError, SizeError) as e:
-            fail(str(e) + (text.NO_TARGET_HINT if target is None and default_target is None else ""))
+            fail(str(e) + (NO_TARGET_HINT if target is None and default_target is None else ""))
         try:
             estimate = estimate_hbm(
                 fn, *args, target=chosen, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings, **kwargs
@@ -122,19 +125,19 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
         except LibtpuMissing as e:
             skip = settings.no_libtpu == "skip"
             if not skip:
-                fail(text.no_libtpu_fixture(e, skipped=False))
+                fail(no_libtpu_fixture(e, skipped=False))
             session = request.config.pluginmanager.get_plugin("tpumem-session")
             if session is not None:
                 session.skipped_without_libtpu += 1
-            pytest.skip(text.no_libtpu_fixture(e, skipped=True))
+            pytest.skip(no_libtpu_fixture(e, skipped=True))
         except TopologyError as e:
-            fail(text.fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))
+            fail(fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))
         judgement = ProgramJudgement(estimate.program, "", 0, estimate)
         spelled = f"hbm_estimate(budget={budget!r})" if budget is not None else f"{chosen.generation}'s usable HBM"
         result = TargetResult("hbm_estimate", chosen, limit, spelled, (judgement,))
-        record(request.node, result.row)
+        record(request.node, row(result))
         if result.failed:
-            fail(result.message)
+            fail(message(result))
         return estimate
 
     return hbm_estimate

@@ -25,7 +25,7 @@ class Off:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.marked:
-            from ..telling.text import markers_inert
+            from ..telling.run import markers_inert
 
             terminalreporter.write_line(markers_inert(len(self.marked)), yellow=True)
 

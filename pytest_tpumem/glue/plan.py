@@ -57,7 +57,7 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
         if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
             leak, unswept = None, True
         else:
-            from ..telling.text import cannot_rerun
+            from ..telling.run import cannot_rerun
 
             return TestPlan(error=cannot_rerun(item.name, why))
     recompile = budget is not None and (

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ..telling import text
+from ..telling.run import not_rerunnable
 
 _PASSED_THROUGH = (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest)
 
@@ -105,7 +105,7 @@ class Reruns:
 
         if error is not self.raised or self.runs <= 1 or not isinstance(error, (Exception, pytest.fail.Exception)) or isinstance(error, _PASSED_THROUGH) or is_oom(error):
             return None
-        return text.not_rerunnable(self.item.name, self.runs, self.total, error)
+        return not_rerunnable(self.item.name, self.runs, self.total, error)
 
 
 def unittest_between(method: Any) -> Callable[[], None] | None:

@@ -12,7 +12,13 @@ from typing import Any, Iterator
 
 import pytest
 
-from ..telling import text
+from ..errors import first_line
+from ..telling.budget import sampled_over
+from ..telling.header import XDIST_CONTROLLER_LINE, backend_lines, settings_line, versions_line, worker_backend_lines
+from ..telling.leak import progress
+from ..telling.results import message, row, section
+from ..telling.run import COMPARE_NOT_ENFORCED, backend_failed, baseline_not_saved, no_baseline_yet, not_judged, not_rerunnable_swept, not_swept, plugin_error, regressed, report_not_written, report_written
+from ..telling.target import capacity_source, no_libtpu, target_line
 from .failures import LeakFailure, PluginError, fail
 from .pytestcompat import expected_error
 from ..telling.files import save_budget
@@ -65,8 +71,8 @@ def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
         return
     result = OomResult.of(error, during)
     free(error)
-    record(item, result.row)
-    fail(result.message)
+    record(item, row(result))
+    fail(message(result))
 
 
 class TpuMem:
@@ -117,7 +123,7 @@ class TpuMem:
             try:
                 self._backend = backend_summary(self.devices())
             except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
-                self._backend = {"error": text.first_line(e, 200)}
+                self._backend = {"error": first_line(e, 200)}
         return self._backend
 
     def pytest_report_header(self) -> list[str]:
@@ -125,18 +131,18 @@ class TpuMem:
         suite's modules may still configure it (``jax_num_cpu_devices``, ``XLA_FLAGS`` at import)."""
         from ..readings.jaxcompat import backends_started
 
-        lines = [text.target_line(self._target())] if self.settings.target else []
+        lines = [target_line(self._target())] if self.settings.target else []
         if self.config.pluginmanager.has_plugin("dsession"):
             # pytest-xdist controller: the workers measure. Opening the backend here would take a
             # TPU chip away from them, so the devices are not read in this process.
-            lines.append(text.XDIST_CONTROLLER_LINE)
+            lines.append(XDIST_CONTROLLER_LINE)
         elif backends_started():  # the suite's conftest started it already: reading it changes nothing
-            lines += text.backend_lines(self.backend())
+            lines += backend_lines(self.backend())
         else:
             from ..readings.devices import installed_versions
 
-            lines.append(text.versions_line(installed_versions()))
-        return lines + [text.settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
+            lines.append(versions_line(installed_versions()))
+        return lines + [settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
 
     def capacity(self, target: Any = None) -> tuple[int, str] | None:
         """For a leak forecast where the device reports no limit: the usable HBM of the test's TPU
@@ -144,7 +150,7 @@ class TpuMem:
         target = target or (self._target() if self.settings.target else None)
         if target is None:
             return None
-        return target.hbm_per_device, text.capacity_source(target)
+        return target.hbm_per_device, capacity_source(target)
 
     def _target(self) -> Any:
         from ..targets import parse_target
@@ -195,7 +201,7 @@ class TpuMem:
                 raise
         problem = self.backend().get("error")
         if problem is not None:
-            fail(text.backend_failed(item.name, problem))
+            fail(backend_failed(item.name, problem))
         from ..decisions.peak import PeakTracker
 
         target = self._start_target(item, plan)
@@ -253,11 +259,11 @@ class TpuMem:
 
         if importlib.util.find_spec("libtpu") is None:
             skip = self.settings.no_libtpu == "skip"
-            message = text.no_libtpu(budget.target.topology, budget.spelled, skipped=skip)
+            said = no_libtpu(budget.target.topology, budget.spelled, skipped=skip)
             if skip:
                 self.skipped_without_libtpu += 1
-                pytest.skip(message)
-            fail(message)
+                pytest.skip(said)
+            fail(said)
         from ..decisions.target import TargetCheck
         from ..readings.jaxcompat import Unavailable
         from ..readings.tpu import TopologyError
@@ -265,7 +271,7 @@ class TpuMem:
         try:  # a topology libtpu cannot build, or a jax without the capture hook, fails before the test runs
             return TargetCheck(budget.target, budget.limit, spelled=budget.spelled, check="max_hbm", devices=self.devices())
         except (Unavailable, TopologyError) as e:
-            fail(text.not_judged(budget.spelled, str(e)))
+            fail(not_judged(budget.spelled, str(e)))
 
     def _judge(self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str) -> None:
         """After the call: each check's result gives the report section and the row; an
@@ -289,9 +295,9 @@ class TpuMem:
         if oom is not None:
             result = OomResult.of(oom, "in this test", limit, peak)
             free(oom)
-            item.add_report_section("call", "tpumem", result.section)
-            record(item, result.row)
-            fail(result.message)
+            item.add_report_section("call", "tpumem", section(result))
+            record(item, row(result))
+            fail(message(result))
         budget = BudgetResult(peak, plan.budget)
         if budget.failed:  # why the peak is what it is: what the test's own programs make
             budget = budget.explained(tracker.program_buffers())
@@ -301,18 +307,18 @@ class TpuMem:
         if target is not None:
             results.append(target.result())
         leak = item.stash.get(_LEAK_REPORT, None)
-        sections = [r.section for r in results] + ([leak.section] if leak is not None else [])
+        sections = [section(r) for r in results] + ([section(leak)] if leak is not None else [])
         failed = [r for r in results if r.failed]
-        message = "\n".join(r.message_at(self.config.get_verbosity()) for r in failed)
-        if message and outcome == "failed":
-            sections.insert(0, message)
+        text = "\n".join(message(r, self.config.get_verbosity()) for r in failed)
+        if text and outcome == "failed":
+            sections.insert(0, text)
         item.add_report_section("call", "tpumem", "\n".join(s for s in sections if s))
         for r in results:
-            record(item, r.row)
+            record(item, row(r))
         if budget.sampled_over and not budget.failed:  # timing-dependent: said, never judged
-            item.warn(pytest.PytestWarning(text.sampled_over(budget)))
-        if message and outcome == "passed":
-            fail(message)
+            item.warn(pytest.PytestWarning(sampled_over(budget)))
+        if text and outcome == "passed":
+            fail(text)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
@@ -355,7 +361,7 @@ class TpuMem:
             )
         except BaseException as e:
             if runs.by_the_plugin(e):
-                raise PluginError(text.plugin_error("leak-checking", item.name, e)) from e
+                raise PluginError(plugin_error("leak-checking", item.name, e)) from e
             line = runs.not_rerunnable(e)
             if line is None:
                 raise
@@ -397,15 +403,16 @@ class TpuMem:
         if foreign(self.baseline["context"], self._platform(), int(self.baseline.get("version", 1))):
             return
         changes = compare_entry(item.nodeid, old, entry_of(records), self.settings.compare_fail)
-        regressed = [c for c in changes if c.regressed]
-        if regressed:
+        worse = [c for c in changes if c.regressed]
+        if worse:
             import os
 
+            from ..telling.comparison import change_line
             from ..telling.rows import regressed_row
 
             name = os.path.basename(self.settings.compare_path or "")
-            record(item, regressed_row(regressed))
-            fail("\n".join(text.regressed(c.describe(name)) for c in regressed))
+            record(item, regressed_row(worse))
+            fail("\n".join(regressed(change_line(c, name)) for c in worse))
 
     def _to_benchmark(self, item: pytest.Item, plan: TestPlan) -> None:
         """pytest-benchmark: the test's peak per device, witness and leak figures in
@@ -449,7 +456,7 @@ class TpuMem:
             if time.monotonic() - began < PROGRESS_AFTER_S:
                 return
             with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-                reporter.write(text.progress(done, total), flush=True)
+                reporter.write(progress(done, total), flush=True)
 
         return show
 
@@ -551,7 +558,7 @@ class TpuMem:
         cut_short = _cut_short(session) or (not self.rows and "it measured no test")
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
-            self.write_errors.append(text.baseline_not_saved(self.settings.save_path, cut_short))
+            self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
         if not paths:
             return
         from ..telling import report as reports
@@ -563,7 +570,7 @@ class TpuMem:
             try:
                 reports.write(data, path)
             except OSError as e:
-                self.write_errors.append(text.report_not_written(path, e))
+                self.write_errors.append(report_not_written(path, e))
                 if session.exitstatus == 0:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:
@@ -597,9 +604,9 @@ class TpuMem:
         for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
             terminalreporter.write_line(line)
         if self.not_swept:
-            terminalreporter.write_line(text.not_swept(len(self.not_swept)))
+            terminalreporter.write_line(not_swept(len(self.not_swept)))
         if self.unrerunnable:
-            terminalreporter.write_line(text.not_rerunnable_swept(len(self.unrerunnable)), yellow=True)
+            terminalreporter.write_line(not_rerunnable_swept(len(self.unrerunnable)), yellow=True)
         for line in extra:
             terminalreporter.write_line(line)
         for line in self.write_errors:
@@ -609,7 +616,7 @@ class TpuMem:
         """The comparison with the baseline, and the reports written."""
         lines = []
         if self.baseline is None and self.settings.compare_path is not None:
-            lines.append(text.no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
+            lines.append(no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
         if self.baseline is not None:
             import os
 
@@ -621,12 +628,12 @@ class TpuMem:
             name = os.path.basename(self.settings.compare_path or "")
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:
-                lines.append(text.COMPARE_NOT_ENFORCED)
-        lines += [text.report_written(p) for p in self.written]
+                lines.append(COMPARE_NOT_ENFORCED)
+        lines += [report_written(p) for p in self.written]
         return lines
 
     def _backend_lines(self) -> list[str]:
         backends = dict(self.worker_backends)
         if self._backend is not None:
             backends[""] = self._backend
-        return text.worker_backend_lines(backends)
+        return worker_backend_lines(backends)

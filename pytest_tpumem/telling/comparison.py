@@ -8,13 +8,26 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..units import format_delta, format_size
 from .rows import worst_first
-from .text import _plural, table
+from .words import plural, table
 
 if TYPE_CHECKING:
     from ..decisions.compare import Change, Comparison
 
 
 # --- a run against a baseline --------------------------------------------------------------------
+
+
+def change_line(change: Change, baseline: str = "the baseline") -> str:
+    """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
+    delta = change.new - change.old
+    sign = "+" if delta >= 0 else "-"
+    pct = "" if change.percent is None else f"{change.percent:+.1f}%, "
+    line = f"{change.figure} {format_size(change.new)}, was {format_size(change.old)} in {baseline} ({pct}{sign}{format_size(abs(delta))})"
+    if change.regressed:
+        line += f", beyond {change.regressed_beyond}"
+    elif change.improved:
+        line += f", better by more than {change.improved_beyond}"
+    return line
 
 
 def _status(change: Change, foreign: bool) -> str:
@@ -62,14 +75,14 @@ def matching_lines(comparison: Comparison, baseline_name: str) -> list[str]:
         n_old, n_new = len(comparison.missing), len(comparison.new_tests)
         verdict = "the gate fails" if comparison.failed else "nothing was judged"
         return [
-            f"ERROR: no test compared with {baseline_name}: it has {_plural(n_old, 'test')}, this run "
+            f"ERROR: no test compared with {baseline_name}: it has {plural(n_old, 'test')}, this run "
             f"{n_new}, and none is the same test ({_roots(comparison)}); {verdict}. Take the baseline from "
             f"this suite (--tpumem-save), or run pytest from where it was taken (first ids: "
             f"{comparison.missing[0]} there, {comparison.new_tests[0]} here)"
         ]
     if comparison.renamed:
         return [
-            f"{_plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: "
+            f"{plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: "
             f"{_roots(comparison)}"
         ]
     return []
@@ -91,17 +104,17 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
         header = ("figure", "old", "new", "change", "bytes", "judged", "test")
         lines += table([header] + [_change_row(c, bool(comparison.foreign)) for c in shown])
         if len(shown) < len(listed):
-            lines.append(f"... and {_plural(len(listed) - len(shown), 'more change')}")
+            lines.append(f"... and {plural(len(listed) - len(shown), 'more change')}")
     if len(listed) < len(changes):
         small = len(changes) - len(listed)
         lines.append(
-            f"{_plural(small, 'smaller change')} (under {format_size(floor)}) not listed: "
+            f"{plural(small, 'smaller change')} (under {format_size(floor)}) not listed: "
             "python -m pytest_tpumem compare lists every one"
         )
     lines += _test_list(f"new, not in {baseline_name}:", comparison.new_tests, top)
     lines += _test_list(f"missing, in {baseline_name} but not measured:", comparison.missing, top)
 
-    tally = [_plural(len(changes), "figure") + f" changed against {baseline_name}"]
+    tally = [plural(len(changes), "figure") + f" changed against {baseline_name}"]
     if comparison.regressions:
         tally.append(f"{len(comparison.regressions)} regressed beyond a tolerance")
     if comparison.improvements:
@@ -126,7 +139,7 @@ def context_lines(context: dict[str, Any], processes: Sequence[dict[str, Any]] =
     processes it was merged from), start."""
     devices = f"platform {context.get('platform') or '?'}, device kind {context.get('device_kind') or '?'}"
     if context.get("device_count") is not None:
-        devices += f", {_plural(int(context['device_count']), 'device')}"
+        devices += f", {plural(int(context['device_count']), 'device')}"
     lines = [devices]
     versions = context.get("versions") or {}
     if versions:
@@ -136,7 +149,7 @@ def context_lines(context: dict[str, Any], processes: Sequence[dict[str, Any]] =
         dirty = {True: " (work tree modified)", False: "", None: " (work tree state unknown)"}[git.get("dirty")]
         lines.append(f"git commit {git['commit']}{dirty}")
     if context.get("merged_from"):
-        where = f"merged from {_plural(int(context['merged_from']), 'process', 'processes')}"
+        where = f"merged from {plural(int(context['merged_from']), 'process', 'processes')}"
         hosts = sorted({str(p.get("hostname")) for p in processes if isinstance(p, dict) and p.get("hostname")})
         where += f" on {', '.join(hosts)}" if 0 < len(hosts) <= 4 else f" on {len(hosts)} hosts" if hosts else ""
     else:

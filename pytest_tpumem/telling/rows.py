@@ -4,17 +4,11 @@ test merged into one row, and the terminal summary, worst first."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
-from .text import STAND_IN_NOTE, _plural, table
-
-if TYPE_CHECKING:
-    from ..decisions.budget import BudgetResult
-    from ..decisions.leak import LeakReport
-    from ..decisions.oom import OomResult
-    from ..decisions.target import TargetResult
+from .words import STAND_IN_NOTE, plural, table
 
 PROPERTY = "pytest_tpumem"  # the user_properties key; namespaced so a user's own "tpumem" cannot clash
 
@@ -43,119 +37,6 @@ def decode(value: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return row if isinstance(row, dict) and "verdict" in row else None
-
-
-def _site(frame: Any) -> str | None:
-    return None if frame is None else str(frame)
-
-
-def _devices(peak: Any) -> dict[str, dict[str, Any]]:
-    """Per device: the peak, the witness that judged it, every witness's figure (bytes), the limit."""
-    return {
-        d.device: {
-            "peak": d.peak,
-            "start": d.start,
-            "witness": d.witness,
-            "witnesses": dict(d.witnesses),
-            "program": d.program or None,
-            "sampler": d.sampler,
-            "limit": d.limit,
-            "stand_in": d.stand_in,
-        }
-        for d in peak.devices.values()
-    }
-
-
-def budget_row(r: BudgetResult) -> dict[str, Any]:
-    peak = r.peak
-    return {
-        "check": "budget" if r.budget else "peak",
-        "verdict": r.verdict.value,
-        "budget": r.budget.limit if r.budget else None,
-        "budget_source": r.budget.spelled if r.budget else None,
-        "peaks": {d.device: d.peak for d in peak.devices.values()},
-        "witness": peak.worst.witness if peak.worst else "",
-        "stand_in": any(d.stand_in for d in peak.devices.values()),
-        "host_peak": peak.host_peak,
-        "devices": _devices(peak),
-        "uncounted": peak.uncounted or None,
-    }
-
-
-def target_row(r: TargetResult) -> dict[str, Any]:
-    return {
-        "check": "target",
-        "verdict": r.verdict.value,
-        "budget": r.limit,
-        "budget_source": r.spelled,
-        "target": r.target.topology,
-        "peaks": {r.target.topology: r.need},
-        "witness": f"compiled for {r.target.topology}",
-        "programs": [
-            {
-                "program": j.program,
-                "source": j.source,
-                "need": j.need if j.estimate is not None else None,
-                "resident": j.resident,
-                "not_judged": j.reason or None,
-            }
-            for j in r.judgements
-            if not j.skipped
-        ],
-        "errors": list(r.errors),
-    }
-
-
-def leak_row(r: LeakReport) -> dict[str, Any]:
-    worst = r.figure
-    source = worst.name if worst else ""
-    if r.sites and r.sites[0].site is not None:
-        source += f" at {r.sites[0].site.file}:{r.sites[0].site.line}"
-    if r.cache_grows:
-        source = (source + "; " if r.leaking_series else "") + "compile cache grows"
-    return {
-        "check": "leak",
-        "verdict": r.verdict.value,
-        "growth": worst.growth if worst else 0,
-        "growth_source": source,
-        "threshold": r.threshold,
-        "iterations": r.iterations,
-        "confirmed_by": r.confirmed_by,
-        "unconfirmed": r.unconfirmed or None,
-        "warmup": r.warmup,
-        "clear_caches": r.clear_caches,
-        "series": {
-            s.name: {
-                "device": s.device,
-                "values": list(s.values),
-                "confirmation": list(s.confirmation) or None,
-                "every": s.every,
-                "shown_only": s.shown_only,
-                "growth": s.growth,
-                "threshold": r.threshold_for(s),
-                "limit": s.limit,
-            }
-            for s in r.series
-        },
-        "sites": [
-            {"site": _site(g.site), "bytes": g.nbytes, "arrays": g.count, "shapes": list(g.shapes), "runs": g.runs}
-            for g in r.sites
-        ],
-        "host_sites": [{"site": _site(h.site), "bytes": h.nbytes, "allocations": h.allocations} for h in r.host_sites],
-        "kept_programs": [
-            {"program": k.name, "site": _site(k.site), "per_iteration": k.per_iteration} for k in r.kept_programs
-        ],
-        "cache_residue": dict(r.cache_residue),
-        "compiled": list(r.compiled),
-    }
-
-
-def oom_row(r: OomResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"check": "oom", "verdict": r.verdict.value, "budget": r.limit, "error": r.error}
-    if r.peak is not None:
-        out["peaks"] = {d.device: d.peak for d in r.peak.devices.values()}
-        out["devices"] = _devices(r.peak)
-    return out
 
 
 def regressed_row(changes: list[Any]) -> dict[str, Any]:
@@ -239,7 +120,7 @@ def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool, skippe
     if len(shown) < (len(bad) if quiet else len(items)):
         total += f" (showing {len(shown)}, see --tpumem-top)"
     if skipped_without_libtpu:
-        total += f"; {_plural(skipped_without_libtpu, 'budgeted test')} skipped, not judged on the TPU target: no libtpu"
+        total += f"; {plural(skipped_without_libtpu, 'budgeted test')} skipped, not judged on the TPU target: no libtpu"
     if any(r.get("stand_in") for r in rows.values()):
         total += f"; {STAND_IN_NOTE}"
     lines.append(total)

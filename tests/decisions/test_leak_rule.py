@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_tpumem.decisions.leak import LeakError, LeakReport, Series, check_leaks
+from pytest_tpumem import LeakError, check_leaks, message
+from pytest_tpumem.decisions.leak import LeakReport, Series
+from pytest_tpumem.telling.results import section
 
 MB = 10**6
 T = 100 * MB
@@ -70,11 +72,11 @@ def test_iterations_left_until_exhausted():
     r = report(0, T, 2 * T, 3 * T, limit=10 * T)
     (s,) = r.leaking_series
     assert s.iterations_left() == 7
-    assert "exhausted in ~7 more iterations (limit 1.0GB)" in r.message()
+    assert "exhausted in ~7 more iterations (limit 1.0GB)" in message(r)
 
 
 def test_message_names_device_growth_and_figures():
-    msg = report(0, T, 2 * T, 3 * T).message()
+    msg = message(report(0, T, 2 * T, 3 * T))
     assert msg.splitlines()[0] == (
         "leak_check: gpu:0 bytes in use grew 100.0MB/iteration over 3 iterations (threshold 100.0MB/iteration)"
     )
@@ -227,7 +229,7 @@ def test_a_host_growth_of_two_runs_only_is_not_confirmed():
     report = check_leaks(blocks_kept_twice, iterations=3, threshold="10MB")
     host = next(s for s in report.series if s.name == "host malloc")
     assert _rule_of(host.values) >= 10 * MB and report.confirmed_by == 3
-    assert not report.leaking and host.growth < MB, report.message()
+    assert not report.leaking and host.growth < MB, message(report)
     assert len(runs) == 1 + 3 + 3
     kept.clear()
 
@@ -242,8 +244,8 @@ def test_a_host_leak_is_confirmed_at_its_true_rate():
     (host,) = report.leaking_series
     assert host.name == "host malloc"
     assert report.confirmed_by == 3 and len(host.confirmation) == 4
-    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB and report.figure is host, report.message()
-    assert "confirmed by 3 more runs" in report.message()
+    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB and report.figure is host, message(report)
+    assert "confirmed by 3 more runs" in message(report)
     kept.clear()
 
 
@@ -264,7 +266,7 @@ def test_the_sweep_credits_only_what_the_caches_gained_during_the_check():
     report = check_leaks(leaky, iterations=2, threshold="10MB", clear_caches=False, confirm_cleared=True)
     host = report.leaking_series[0]
     assert host.name == "host malloc" and report.confirmed_by == 2
-    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB, report.message()
+    assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB, message(report)
     kept.clear()
 
 
@@ -282,12 +284,12 @@ def test_a_leak_of_small_python_objects_is_caught_outside_malloc():
         assert len(records) == 100_000
 
     leaky = check_leaks(keep_records, iterations=3, threshold="10MB")
-    assert [s.name for s in leaky.leaking_series] == ["host other"] and leaky.confirmed_by == 3, leaky.message()
+    assert [s.name for s in leaky.leaking_series] == ["host other"] and leaky.confirmed_by == 3, message(leaky)
     malloc = next(s for s in leaky.series if s.name == "host malloc")
     assert malloc.growth < 5 * MB  # the dicts' tables are malloc'd only past 512 bytes: most of it is not seen there
     kept.clear()
     clean = check_leaks(drop_records, iterations=3, threshold="10MB")
-    assert not clean.leaking and clean.growth("host") < MB, clean.message()
+    assert not clean.leaking and clean.growth("host") < MB, message(clean)
 
 
 def _rule_of(values):
@@ -304,9 +306,9 @@ def test_host_false_reads_host_rss_and_does_not_judge_it():
 
     report = check_leaks(copy_to_host, iterations=2, threshold="10MB", host=False)
     assert not report.leaking and any(s.device == "host" for s in report.series)
-    assert "(not judged: host=False)" in report.section
+    assert "(not judged: host=False)" in section(report)
     own = check_leaks(copy_to_host, iterations=2, threshold="10MB", host="30MB")
-    assert not own.leaking and "under the host threshold 30.0MB/iteration" in own.message()
+    assert not own.leaking and "under the host threshold 30.0MB/iteration" in message(own)
     kept.clear()
     with pytest.raises(ValueError, match=r"^host: 'much' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$"):
         check_leaks(copy_to_host, host="much")

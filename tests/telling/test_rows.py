@@ -6,6 +6,7 @@ from pytest_tpumem.decisions.budget import Budget, BudgetResult
 from pytest_tpumem.decisions.leak import LeakReport, Series
 from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
 from pytest_tpumem.decisions.verdict import Verdict
+from pytest_tpumem.telling.results import row
 from pytest_tpumem.telling.rows import merge, summary_lines
 
 MB = 10**6
@@ -13,12 +14,12 @@ MB = 10**6
 
 def budget_row(peak, limit, witness="body-end"):
     d = DevicePeak("cpu:0", 0, peak, witness, {witness: peak}, None, True)
-    return BudgetResult(PeakReport({"cpu:0": d}, None), Budget(limit, "s") if limit else None).row
+    return row(BudgetResult(PeakReport({"cpu:0": d}, None), Budget(limit, "s") if limit else None))
 
 
 def leak_row(growth, threshold=10 * MB):
     s = Series("cpu:0 live arrays", "cpu:0", (0, growth, 2 * growth, 3 * growth))
-    return LeakReport(3, 1, threshold, (s,)).row
+    return row(LeakReport(3, 1, threshold, (s,)))
 
 
 def test_rows_are_plain_json_with_the_verdict_as_text():

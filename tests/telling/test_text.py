@@ -12,7 +12,14 @@ from pytest_tpumem.readings.buffers import Buffer
 from pytest_tpumem.readings.executions import Need
 from pytest_tpumem.readings.tpu import HbmEstimate
 from pytest_tpumem.targets import parse_target
-from pytest_tpumem.telling import text
+from pytest_tpumem.errors import LIBTPU_INSTALL
+from pytest_tpumem.telling.budget import PROGRAMS_SHOWN, UNCOUNTED, peak_line, peak_section, sampled_over
+from pytest_tpumem.telling.header import backend_lines, settings_line, versions_line
+from pytest_tpumem.telling.leak import series_line
+from pytest_tpumem.telling.results import message, row, section
+from pytest_tpumem.telling.run import cannot_rerun
+from pytest_tpumem.telling.target import no_libtpu, target_line
+from pytest_tpumem.telling.words import STAND_IN_NOTE
 
 MB = 10**6
 
@@ -33,9 +40,9 @@ def test_budget_message_names_the_worst_device_witness_and_budget():
     )
     result = BudgetResult(report, Budget(30 * MB, "max_hbm('30MB')"))
     assert result.failed and result.verdict.value == "over budget"
-    assert result.message.splitlines() == [
+    assert message(result).splitlines() == [
         "max_hbm: peak 50.0MB on cpu:1 is over the budget of 30.0MB (max_hbm('30MB')), judged by program jit(step); "
-        + text.STAND_IN_NOTE,
+        + STAND_IN_NOTE,
         "  cpu:1: start 0B, peak 50.0MB by program jit(step) [end 0B, program 50.0MB]",
         "  cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
     ]
@@ -44,59 +51,58 @@ def test_budget_message_names_the_worst_device_witness_and_budget():
 def test_what_only_the_sampler_saw_is_said_and_not_judged():
     report = peak_report(device("cpu:0", 4 * MB, sampler=9 * MB))
     result = BudgetResult(report, Budget(7 * MB, "max_hbm('7MB')"))
-    assert not result.failed and result.message == "" and result.sampled_over == [report.devices["cpu:0"]]
-    assert text.peak_line(report.devices["cpu:0"]) == (
+    assert not result.failed and message(result) == "" and result.sampled_over == [report.devices["cpu:0"]]
+    assert peak_line(report.devices["cpu:0"]) == (
         "cpu:0: start 0B, peak 4.0MB by body-end [end 0B, body-end 4.0MB]; the sampler saw 9.0MB, 5.0MB more than "
         "any deterministic reading explains (timing-dependent, not judged)"
     )
-    assert text.sampled_over(result).startswith(
+    assert sampled_over(result).startswith(
         "max_hbm: only the sampler saw 9.0MB on cpu:0, over the budget of 7.0MB (max_hbm('7MB')); the test is judged "
         "by its deterministic peak, 4.0MB by body-end."
     )
     below = peak_report(device("cpu:0", 4 * MB, sampler=3 * MB))
-    assert "sampler" not in text.peak_line(below.devices["cpu:0"])
+    assert "sampler" not in peak_line(below.devices["cpu:0"])
 
 
 def test_budget_message_without_the_stand_in_note_where_the_runtime_reports():
     report = peak_report(device("gpu:0", 3 * 10**9, "runtime-peak", stand_in=False))
-    message = BudgetResult(report, Budget(10**9, "--tpumem-max-hbm / ini tpumem_max_hbm")).message
-    assert message.splitlines()[0] == (
+    text = message(BudgetResult(report, Budget(10**9, "--tpumem-max-hbm / ini tpumem_max_hbm")))
+    assert text.splitlines()[0] == (
         "max_hbm: peak 3.0GB on gpu:0 is over the budget of 1.0GB (--tpumem-max-hbm / ini tpumem_max_hbm), judged by runtime-peak"
     )
 
 
 def test_a_result_under_budget_or_without_one_has_no_message():
     report = peak_report(device("cpu:0", 40 * MB))
-    assert BudgetResult(report, Budget(60 * MB, "x")).message == ""
+    assert message(BudgetResult(report, Budget(60 * MB, "x"))) == ""
     assert not BudgetResult(report, None).failed
 
 
 def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_read():
-    programs = [Need(f"jit_{i}", ("cpu:0",), (48 - i) * MB, 16 * MB, 16 * MB, 16 * MB) for i in range(text.PROGRAMS_SHOWN + 2)]
-    section = text.peak_section(peak_report(device("cpu:0", 40 * MB), programs=programs))
-    assert section.splitlines() == [
+    programs = [Need(f"jit_{i}", ("cpu:0",), (48 - i) * MB, 16 * MB, 16 * MB, 16 * MB) for i in range(PROGRAMS_SHOWN + 2)]
+    lines = peak_section(peak_report(device("cpu:0", 40 * MB), programs=programs)).splitlines()
+    assert lines == [
         "cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
         "host peak (VmHWM): 300.0MB",
         *(
             f"ran jit_{i} on cpu:0: needs {48 - i}.0MB (arguments 16.0MB, outputs 16.0MB, temps 16.0MB)"
-            for i in range(text.PROGRAMS_SHOWN)
+            for i in range(PROGRAMS_SHOWN)
         ),
         "... and 2 smaller programs",
     ]
-    for code, words in text.UNCOUNTED.items():
-        section = text.peak_section(peak_report(device("cpu:0", 1), uncounted=code))
-        assert f"programs run: not read ({words})" in section
+    for code, words in UNCOUNTED.items():
+        assert f"programs run: not read ({words})" in peak_section(peak_report(device("cpu:0", 1), uncounted=code))
 
 
 def test_oom_message_in_a_test_and_in_setup():
     measured = OomResult("RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.", "in this test", 10**9, peak_report(device("cpu:0", 4)))
-    assert measured.message.splitlines() == [
+    assert message(measured).splitlines() == [
         "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.",
         "  cpu:0: start 0B, peak 4B by body-end [end 0B, body-end 4B]",
         "  tpumem freed the test's frames and jax's caches so the tests after it can run",
     ]
     setup = OomResult.of(RuntimeError("RESOURCE_EXHAUSTED: too big\nmore"), "while setting up this test")
-    assert setup.message.splitlines()[0] == "out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED: too big"
+    assert message(setup).splitlines()[0] == "out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED: too big"
     assert setup.failed and setup.verdict.value == "oom"
 
 
@@ -109,23 +115,23 @@ def leak(*values, threshold=10 * MB, limit=None, host=None):
 
 def test_leak_message_names_series_growth_and_forecast():
     report = leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, limit=200 * MB, host=(300 * MB, 301 * MB, 300 * MB, 301 * MB))
-    assert report.message().splitlines() == [
+    assert message(report).splitlines() == [
         "leak_check: cpu:0 live arrays grew 16.0MB/iteration over 3 iterations (threshold 10.0MB/iteration)",
         "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB) -> 48.0MB (+16.0MB) -> 64.0MB (+16.0MB); "
         "exhausted in ~8 more iterations (limit 200.0MB)",
     ]
-    assert report.section.splitlines()[1] == "host RSS: 300.0MB -> 301.0MB (+1.0MB) -> 300.0MB (-1.0MB) -> 301.0MB (+1.0MB)"
+    assert section(report).splitlines()[1] == "host RSS: 300.0MB -> 301.0MB (+1.0MB) -> 300.0MB (-1.0MB) -> 301.0MB (+1.0MB)"
 
 
 def test_a_clean_leak_check_reads_as_clean():
     report = leak(16 * MB, 16 * MB, 16 * MB + 98_300, 16 * MB + 98_300, host=(300 * MB, 300 * MB, 301 * MB, 301 * MB))
     assert report.leaking is False and report.leaking_series == ()
-    assert report.message() == (
+    assert message(report) == (
         "leak_check: no leak over 3 iterations: the largest growth was cpu:0 live arrays at 0B/iteration, "
         "under the threshold 10.0MB/iteration"
     )
     one = LeakReport(1, 0, MB, (Series("host RSS", "host", (5, 5)),))
-    assert one.message().startswith("leak_check: no leak over 1 iteration: ")
+    assert message(one).startswith("leak_check: no leak over 1 iteration: ")
 
 
 def estimate(peak, refused=False, buffers=()):
@@ -147,7 +153,7 @@ def test_target_message_over_the_budget_with_its_largest_buffers():
     judged = ProgramJudgement("scale", "test_pad.py:3", 0, estimate(32 * MB, buffers=BUFFERS))
     result = TargetResult("max_hbm", v5e, 28 * MB, "max_hbm('28MB', target='v5e')", (judged,))
     assert result.failed and result.verdict.value == "over budget" and result.need == 32 * MB
-    assert result.message.splitlines() == [
+    assert message(result).splitlines() == [
         "max_hbm: scale needs 32.0MB per device compiled for v5e:2x2, over the budget of 28.0MB (max_hbm('28MB', target='v5e'))",
         "  scale (test_pad.py:3): v5e:2x2 (1 device): 32.0MB of HBM per device of 16.9GB (headroom 16.9GB); "
         "arguments 16.0MB, outputs 16.0MB, temporaries 0B, code 101.4kB",
@@ -163,16 +169,16 @@ def test_target_message_for_a_refusal_a_program_not_moved_and_the_fixture():
     unmoved = ProgramJudgement("pmapped", "t.py:9", 0, None, "its PmapSharding cannot be moved to another device kind")
     small = ProgramJudgement("add", "", 0, None, skipped=True)
     result = TargetResult("max_hbm", v5e, v5e.hbm_per_device, "max_hbm(target='v5e')", (refused, unmoved, small))
-    lines = result.message.splitlines()
+    lines = message(result).splitlines()
     assert lines[0] == "max_hbm: the TPU compiler refused double for v5e:2x2, over the budget of 16.9GB (max_hbm(target='v5e'))"
     assert lines[2] == (
         "max_hbm: 1 program the test ran could not be compiled for v5e:2x2, so the test is not judged there "
         "(judge it with the hbm_estimate fixture instead):"
     )
     assert lines[3] == "  pmapped (t.py:9): not compiled for the target: its PmapSharding cannot be moved to another device kind"
-    assert result.section.splitlines()[0] == "compiled for v5e:2x2: 1 program the test ran; 1 eager operation on under 1 MiB each not compiled"
+    assert section(result).splitlines()[0] == "compiled for v5e:2x2: 1 program the test ran; 1 eager operation on under 1 MiB each not compiled"
     fixture = TargetResult("hbm_estimate", v5e, v5e.hbm_per_device, "v5e's usable HBM", (refused,))
-    assert fixture.message.startswith("hbm_estimate: over the budget of 16.9GB: v5e:2x2: the TPU compiler refused the program")
+    assert message(fixture).startswith("hbm_estimate: over the budget of 16.9GB: v5e:2x2: the TPU compiler refused the program")
 
 
 def test_an_unjudged_target_is_its_own_verdict():
@@ -180,41 +186,41 @@ def test_an_unjudged_target_is_its_own_verdict():
     result = TargetResult("max_hbm", v5e, MB, "s", (), ("a program could not be recorded: ValueError: x",))
     assert result.failed and result.verdict.value == "not judged"
     nothing = TargetResult("max_hbm", v5e, MB, "s", ())
-    assert not nothing.failed and "none was lowered during the test" in nothing.section
+    assert not nothing.failed and "none was lowered during the test" in section(nothing)
 
 
 def test_header_lines():
-    assert text.versions_line({"jax": "0.10.2", "jaxlib": "0.10.2"}).startswith(
+    assert versions_line({"jax": "0.10.2", "jaxlib": "0.10.2"}).startswith(
         "tpumem: jax 0.10.2, jaxlib 0.10.2; devices are read when the first measured test starts"
     )
-    assert text.settings_line(None, 100 * MB) == "tpumem: default budget none, leak threshold 100.0MB/iteration"
-    assert text.settings_line(None, 100 * MB, False).endswith("100.0MB/iteration, host RSS not judged")
-    assert text.settings_line(None, 100 * MB, 200 * MB).endswith("100.0MB/iteration, host RSS 200.0MB/iteration")
-    assert text.target_line(parse_target("v4")).startswith("tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)")
+    assert settings_line(None, 100 * MB) == "tpumem: default budget none, leak threshold 100.0MB/iteration"
+    assert settings_line(None, 100 * MB, False).endswith("100.0MB/iteration, host RSS not judged")
+    assert settings_line(None, 100 * MB, 200 * MB).endswith("100.0MB/iteration, host RSS 200.0MB/iteration")
+    assert target_line(parse_target("v4")).startswith("tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)")
     summary = {
         "jax": "0.10.2", "backend": "cpu", "device_kind": "cpu", "devices": ["cpu:0"], "memory_stats": False,
         "known_stats": [], "bytes_limit": None, "host_peak_resettable": True, "host_malloc": True,
         "unavailable": {"program runs": "jax 9.9 has no jax._src.pjit._get_fastpath_data"},
     }
-    assert text.backend_lines(summary) == [
+    assert backend_lines(summary) == [
         "tpumem: jax 0.10.2, backend cpu (cpu), 1 local device: cpu:0",
         "tpumem: sources: live arrays, no memory_stats, host malloc, host RSS + VmHWM; live arrays stand in for device memory",
         "tpumem: program runs unavailable on this jax: jax 9.9 has no jax._src.pjit._get_fastpath_data",
     ]
     summary.update(unavailable={}, host_malloc=False)
-    assert text.backend_lines(summary)[1] == (
+    assert backend_lines(summary)[1] == (
         "tpumem: sources: live arrays, no memory_stats, programs run, host RSS + VmHWM; live arrays stand in for device memory"
     )
-    assert text.backend_lines({"error": "Unknown backend: 'no_such_platform'"}) == [
+    assert backend_lines({"error": "Unknown backend: 'no_such_platform'"}) == [
         "tpumem: the jax backend did not start, so no device can be read: Unknown backend: 'no_such_platform'"
     ]
 
 
 def test_the_glue_lines_say_what_to_do():
-    assert "call the leak_check fixture on a synchronous function" in text.cannot_rerun("test_a", "async")
-    assert "pytest_tpumem.check_leaks on a function instead" in text.cannot_rerun("test_u", "unittest")
-    assert text.no_libtpu("v5e:2x2", "max_hbm(target='v5e')").endswith("--tpumem-no-libtpu=skip skips such tests instead")
-    assert 'pip install "jax[tpu]"' in text.libtpu_install_line() and 'pip install ".[tpu]"' in text.libtpu_install_line()
+    assert "call the leak_check fixture on a synchronous function" in cannot_rerun("test_a", "async")
+    assert "pytest_tpumem.check_leaks on a function instead" in cannot_rerun("test_u", "unittest")
+    assert no_libtpu("v5e:2x2", "max_hbm(target='v5e')").endswith("--tpumem-no-libtpu=skip skips such tests instead")
+    assert 'pip install "jax[tpu]"' in LIBTPU_INSTALL and 'pip install ".[tpu]"' in LIBTPU_INSTALL
 
 
 def test_a_device_leak_names_what_survived_and_where():
@@ -224,14 +230,14 @@ def test_a_device_leak_names_what_survived_and_where():
     site = LeakSite(Frame("test_x.py", 17, "Recorder.remember"), 3, 48 * MB, ("f32[4000000]",), ("cpu:0",), 3, runs=3)
     unknown = LeakSite(None, 6, 12 * MB, ("f32[1000]", "s32[7]", "bf16[2,2]"), ("cpu:0", "cpu:1"), 3, runs=3)
     report = dataclasses.replace(leak(16 * MB, 32 * MB, 48 * MB, 64 * MB), sites=(site, unknown))
-    lines = report.message().splitlines()
+    lines = message(report).splitlines()
     assert lines[2:] == [
         "  still alive after the last run, made after the warmup, by the line that made them:",
         "       16.0MB/iteration  3 arrays f32[4000000] on cpu:0  at test_x.py:17 in Recorder.remember",
         "        4.0MB/iteration  6 arrays f32[1000], s32[7] and 1 more shapes on cpu:0, cpu:1  "
         "made inside a library (no line of the test's code recorded)",
     ]
-    assert report.row["growth_source"] == "cpu:0 live arrays at test_x.py:17"
+    assert row(report)["growth_source"] == "cpu:0 live arrays at test_x.py:17"
 
 
 def test_a_growing_compile_cache_is_a_leak_of_its_own():
@@ -241,26 +247,26 @@ def test_a_growing_compile_cache_is_a_leak_of_its_own():
     kept = KeptProgram("jit_scale", Frame("test_x.py", 9, "test_static"), 1)
     report = dataclasses.replace(leak(MB, MB, MB, MB), kept_programs=(kept,), compiled=(1, 1, 1), clear_caches=False)
     assert report.leaking and report.cache_grows and report.leaking_series == ()
-    assert report.message().splitlines() == [
+    assert message(report).splitlines() == [
         "leak_check: jax's compile cache grows: 1 program compiled anew and kept in every one of the 3 iterations "
         "(clear_caches=False), whatever the threshold: a jit made again on every call, a new static argument or a new shape each time",
         "  jit_scale compiled at test_x.py:9 in test_static (1 per iteration)",
     ]
-    assert "programs compiled in each iteration: 1, 1, 1" in report.section
-    assert report.row["growth_source"] == "compile cache grows"
+    assert "programs compiled in each iteration: 1, 1, 1" in section(report)
+    assert row(report)["growth_source"] == "compile cache grows"
 
 
 def test_the_section_says_what_clearing_the_caches_freed():
     report = dataclasses.replace(leak(MB, MB, MB, MB), cache_residue={"gpu:0": 3_740_000_000, "host": 0})
     assert (
         "jax.clear_caches() freed after a run, at most: gpu:0 3.7GB, host 0B (what a second run would find taken without it)"
-        in report.section
+        in section(report)
     )
 
 
 def test_the_forecast_names_a_target_capacity():
     s = Series("cpu:0 live arrays", "cpu:0", (0, 100 * MB, 200 * MB, 300 * MB), 17 * 10**9, "a v5e:2x2 chip's usable HBM")
-    assert text.series_line(s).endswith("exhausted in ~167 more iterations (limit 17.0GB, a v5e:2x2 chip's usable HBM)")
+    assert series_line(s).endswith("exhausted in ~167 more iterations (limit 17.0GB, a v5e:2x2 chip's usable HBM)")
 
 
 def test_a_host_leak_names_the_lines_a_traced_run_left_memory_at():
@@ -271,7 +277,7 @@ def test_a_host_leak_names_the_lines_a_traced_run_left_memory_at():
         leak(MB, MB, MB, MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)),
         host_sites=(HostSite(Frame("test_x.py", 41, ""), 16 * MB, 3), HostSite(None, 500_000, 9)),
     )
-    assert report.message().splitlines()[2:] == [
+    assert message(report).splitlines()[2:] == [
         "  left allocated on the host by one more run, traced with tracemalloc (Python and numpy allocations, not XLA's), by line:",
         "       16.0MB  3 allocations  at test_x.py:41",
         "      500.0kB  9 allocations  in a library (no line of the test's code in its stack)",
@@ -281,9 +287,9 @@ def test_a_host_leak_names_the_lines_a_traced_run_left_memory_at():
 def test_free_memory_and_fragmentation_next_to_the_peak():
     roomy = dataclasses.replace(device("gpu:0", 3 * 10**9, stand_in=False), free=10 * 10**9, largest_free=9 * 10**9)
     split = dataclasses.replace(roomy, largest_free=10**9)
-    assert text.peak_line(roomy).endswith("; at the end free 10.0GB, largest free block 9.0GB")
-    assert text.peak_line(split).endswith("largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)")
-    assert "free" not in text.peak_line(device("cpu:0", 1))
+    assert peak_line(roomy).endswith("; at the end free 10.0GB, largest free block 9.0GB")
+    assert peak_line(split).endswith("largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)")
+    assert "free" not in peak_line(device("cpu:0", 1))
 
 
 def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
@@ -294,11 +300,11 @@ def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
     report = dataclasses.replace(
         leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)), sites=sites, compiled=(2, 2, 2)
     )
-    quiet, default, verbose = (report.message(v).splitlines() for v in (-1, 0, 1))
+    quiet, default, verbose = (message(report, v).splitlines() for v in (-1, 0, 1))
     assert len(quiet) == 4 and quiet[-1].endswith("at t.py:1 in f")  # the first series, the first site
     assert len(default) == 2 + 1 + 1 + 3  # head, two leaking series, the sites' header and three sites
     assert "  programs compiled in each iteration: 2, 2, 2" in verbose and len(verbose) > len(default)
     over = BudgetResult(
         peak_report(device("cpu:0", 40 * MB), device("cpu:1", 1 * MB)), Budget(30 * MB, "s")
     )
-    assert len(over.message_at(-1).splitlines()) == 2 and len(over.message_at(1).splitlines()) == 3  # -v: every device
+    assert len(message(over, -1).splitlines()) == 2 and len(message(over, 1).splitlines()) == 3  # -v: every device

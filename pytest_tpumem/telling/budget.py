@@ -1,0 +1,158 @@
+"""A budget on the run's own devices, told: the failure text, the report section and the row of a
+``decisions.budget.BudgetResult`` (and the peak lines an out-of-memory reuses)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..units import format_apart, format_size
+from .words import STAND_IN_NOTE, files_lines, plural, shown
+
+if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
+    from ..decisions.budget import BudgetResult
+    from ..decisions.peak import DevicePeak, PeakReport
+    from ..readings.buffers import Buffer
+
+# Why a measurement has no "program" witness (PeakReport.uncounted), in words.
+UNCOUNTED = {
+    "unavailable": "this jax does not let tpumem see the programs it runs (readings.executions); "
+    "the peak is read at the start, the body's end and the end only",
+}
+
+
+def witness(d: DevicePeak) -> str:
+    """``program jit(step)``, ``body-end``: the witness that judged, with the program where one did."""
+    return f"{d.witness} {d.program}" if d.witness == "program" and d.program else d.witness
+
+
+def peak_line(d: DevicePeak) -> str:
+    seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
+    line = f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {witness(d)} [{seen}]"
+    if d.unexplained:
+        line += (
+            f"; the sampler saw {format_size(d.sampler)}, {format_size(d.unexplained)} more than any deterministic "
+            "reading explains (timing-dependent, not judged)"
+        )
+    if d.largest_free is not None:
+        free = f"free {format_size(d.free)}, " if d.free is not None else ""
+        line += f"; at the end {free}largest free block {format_size(d.largest_free)}"
+        if d.fragmented:
+            line += " (fragmented: a larger allocation fails although the total would fit)"
+    return line
+
+
+def sampled_over(result: BudgetResult) -> str:
+    """A test within its budget by every deterministic reading, where only the sampler saw more."""
+    d = max(result.sampled_over, key=lambda d: d.sampler or 0)
+    return (
+        f"max_hbm: only the sampler saw {format_size(d.sampler)} on {d.device}, over the budget of "
+        f"{format_size(result.budget.limit)} ({result.budget.spelled}); the test is judged by its deterministic "
+        f"peak, {format_size(d.peak)} by {witness(d)}. What the sampler sees depends on when it looks, so it "
+        "does not judge: the moment came from a path tpumem does not watch (a program compiled ahead of time "
+        "and called again, pmap)"
+    )
+
+
+def message(result: BudgetResult, verbosity: int = 0) -> str:
+    """Short failure text for a test over its budget on the run's devices: the devices over it and
+    why (the upcasts, the largest arrays); -q keeps the first of each, -v adds every device."""
+    over = result.over
+    if not over:
+        return ""
+    worst = over[0]
+    budget = result.budget
+    peak, limit = format_apart(worst.peak, budget.limit)  # never "peak 64.1kB is over the budget of 64.1kB"
+    lines = [
+        f"max_hbm: peak {peak} on {worst.device} is over the budget of "
+        f"{limit} ({budget.spelled}), judged by {witness(worst)}"
+    ]
+    if worst.stand_in:
+        lines[0] += f"; {STAND_IN_NOTE}"
+    devices = list(result.peak.devices.values()) if verbosity > 0 else shown(over, verbosity)
+    lines += ["  " + peak_line(d) for d in devices]
+    if result.upcasts:
+        lines.append("  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):")
+        lines += ["    " + upcast_line(b) for b in shown(result.upcasts, verbosity)]
+    if result.buffers and (verbosity >= 0 or not result.upcasts):
+        lines.append("  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):")
+        lines += ["    " + buffer_line(b) for b in shown(result.buffers, verbosity)]
+    lines += files_lines(result.files)
+    return "\n".join(lines)
+
+
+def upcast_line(b: Buffer) -> str:
+    """``134.2MB  f32[8,64,256,256] from bf16 at test_gn.py:3 (gn): 67.1MB more than in bf16``"""
+    from ..readings.buffers import dtype_bytes
+
+    wide, narrow = dtype_bytes(b.shape.split("[", 1)[0]), dtype_bytes(b.converted_from)
+    extra = b.size - b.size * narrow // wide if wide else 0
+    where = f" at {b.source}" if b.source else ""
+    return f"{format_size(b.size):>9}  {b.shape} from {b.converted_from}{where}: {format_size(extra)} more than in {b.converted_from}"
+
+
+def section(result: BudgetResult) -> str:
+    return peak_section(result.peak)
+
+
+def peak_section(report: PeakReport) -> str:
+    """The long form of a measured peak, for the test's report section."""
+    lines = [peak_line(d) for d in report.devices.values()]
+    if report.host_peak is not None:
+        lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
+    if report.uncounted:
+        lines.append(f"programs run: not read ({UNCOUNTED[report.uncounted]})")
+    shown = report.programs[:PROGRAMS_SHOWN]
+    for p in shown:
+        lines.append(
+            f"ran {p.name} on {','.join(p.devices)}: needs {format_size(p.peak)} "
+            f"(arguments {format_size(p.arguments)}, outputs {format_size(p.outputs)}, temps {format_size(p.temps)})"
+        )
+    if len(report.programs) > len(shown):
+        lines.append(f"... and {plural(len(report.programs) - len(shown), 'smaller program')}")
+    return "\n".join(lines)
+
+
+PROGRAMS_SHOWN = 5  # the largest programs a peak's report section lists
+
+
+def buffer_line(b: Buffer) -> str:
+    where = f" at {b.source}" if b.source else ""
+    if b.kind.startswith("argument"):
+        what = f"{b.kind} ({b.op})" if b.op else b.kind
+    else:
+        what = f"{b.kind} from {b.op or b.instruction} [{b.instruction}]"
+    return f"{format_size(b.size):>9}  {b.shape}  {what}{where}"
+
+
+
+def devices_row(peak: Any) -> dict[str, dict[str, Any]]:
+    """Per device: the peak, the witness that judged it, every witness's figure (bytes), the limit."""
+    return {
+        d.device: {
+            "peak": d.peak,
+            "start": d.start,
+            "witness": d.witness,
+            "witnesses": dict(d.witnesses),
+            "program": d.program or None,
+            "sampler": d.sampler,
+            "limit": d.limit,
+            "stand_in": d.stand_in,
+        }
+        for d in peak.devices.values()
+    }
+
+
+def row(r: BudgetResult) -> dict[str, Any]:
+    peak = r.peak
+    return {
+        "check": "budget" if r.budget else "peak",
+        "verdict": r.verdict.value,
+        "budget": r.budget.limit if r.budget else None,
+        "budget_source": r.budget.spelled if r.budget else None,
+        "peaks": {d.device: d.peak for d in peak.devices.values()},
+        "witness": peak.worst.witness if peak.worst else "",
+        "stand_in": any(d.stand_in for d in peak.devices.values()),
+        "host_peak": peak.host_peak,
+        "devices": devices_row(peak),
+        "uncounted": peak.uncounted or None,
+    }

@@ -1,0 +1,54 @@
+"""Words every check's text uses: plurals, aligned tables, how much a failure shows at -q, the
+files a failing check left, and the note that live arrays stand in for device memory."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+STAND_IN_NOTE = (
+    "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "
+    "analysis of each program the test runs)"
+)
+
+
+def plural(n: int, word: str, words: str = "") -> str:
+    """``1 test``, ``2 tests``; ``words`` where the plural is not ``word + "s"`` (processes)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as aligned columns; the last column (a test id, the longest) is not padded."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
+
+
+def shown(rows: tuple[Any, ...] | list[Any], verbosity: int) -> list[Any]:
+    """How many rows of a list a failure shows: one under -q, every one kept otherwise."""
+    return list(rows[:1]) if verbosity < 0 else list(rows)
+
+
+def files_lines(files: tuple[str, ...]) -> list[str]:
+    """How to read what a failing check left: the pprof command for its profiles, and the rest."""
+    if not files:
+        return []
+    from ..readings.frames import short_path
+
+    files = tuple(short_path(f) if os.path.isabs(f) else f for f in files)
+    profiles = [f for f in files if f.endswith(".pb.gz")]
+    others = [f for f in files if not f.endswith(".pb.gz")]
+    lines = []
+    if len(profiles) == 2:
+        lines.append(f"  what grew, by the stack that made it: pprof -top --diff_base {profiles[0]} {profiles[1]}")
+    elif profiles:
+        lines.append(f"  what was held, by the stack that made it: pprof -top {profiles[0]}")
+    lines += [f"  timeline: {f}" for f in others if f.endswith(".svg")]
+    lines += [f"  {f}" for f in others if not f.endswith(".svg")]  # a note that the files could not be written
+    return lines
+
+
+def files_not_written(directory: str, error: BaseException) -> str:
+    return f"(no files: writing to {directory} failed: {type(error).__name__}: {error})"
+
