@@ -18,8 +18,9 @@ The package is laid out by role, in the order of one measurement:
 - ``glue/`` and ``plugin.py``: pytest. ``plugin.py`` is the entry point (options, markers,
   fixtures; it imports nothing else), ``glue/options`` and ``glue/markers`` (one source for each
   option and marker signature), ``glue/plan`` (a test's markers parsed once, at setup),
-  ``glue/fixtures``, ``glue/failures`` (one clean line), ``glue/session`` (the active part,
-  registered only under --tpumem), ``glue/hookspecs``.
+  ``glue/fixtures``, ``glue/failures`` (one clean line), and the active part,
+  registered only under --tpumem: ``glue/measure`` (per test) and ``glue/reporter`` (per run:
+  rows, reports, baseline, summary), found through ``glue/active``'s stash keys; ``glue/hookspecs``.
 - ``units`` (sizes), ``targets`` (TPU generations), ``defaults`` (every default).
 
 The core works without pytest::

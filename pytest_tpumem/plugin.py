@@ -2,7 +2,8 @@
 
 pytest imports this module on every run of every suite, so it imports nothing of the plugin at
 import time (and never jax): the options are declared from glue/options.py when pytest asks, and
-the active part (glue/session.py) is registered only under --tpumem / ini tpumem = true.
+the active part (glue/measure.py's Measurer, per test, and glue/reporter.py's Reporter, per run) is
+registered only under --tpumem / ini tpumem = true, and unregistered when the run ends.
 """
 
 from __future__ import annotations
@@ -51,14 +52,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options.SETTINGS] = settings
     if settings.enabled:
         from .glue import chips
-        from .glue.session import TpuMem
+        from .glue.active import MEASURER, NAMES, REPORTER
+        from .glue.measure import Measurer
+        from .glue.reporter import Reporter
 
         try:  # pytest-xdist on a TPU host: chips of its own for each worker (--tpumem-tpu-chips)
             chips.check_controller(config, settings)
             chips.apply(config, settings)
         except options.SettingError as e:
             raise pytest.UsageError(f"pytest-tpumem: {e}") from None
-        config.pluginmanager.register(TpuMem(config, settings), "tpumem-session")
+        reporter = config.stash[REPORTER] = Reporter(config, settings)
+        measurer = config.stash[MEASURER] = Measurer(config, settings, reporter)
+        config.pluginmanager.register(reporter, NAMES[0])
+        config.pluginmanager.register(measurer, NAMES[1])
         return
     from .glue.off import Off
 
@@ -72,6 +78,19 @@ def pytest_configure(config: pytest.Config) -> None:
             ),
             stacklevel=2,
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The active part goes with its run (a config made again in-process, as pytester's, starts clean)."""
+    from .glue.active import MEASURER, NAMES, REPORTER
+
+    for name in NAMES:
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+    for key in (MEASURER, REPORTER):
+        if key in config.stash:
+            del config.stash[key]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from ..telling.run import fixture_error
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
 from ..telling.words import files_not_written
 from ..telling.files import save_leak
+from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
 from .options import SETTINGS
 
@@ -42,7 +43,7 @@ def run_leak_check(item: pytest.Item, call: Callable[[], Any], target: Any = Non
     the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
     from ..decisions.leak import check_leaks
 
-    session = item.config.pluginmanager.get_plugin("tpumem-session")
+    session = item.config.stash.get(MEASURER, None)  # None without --tpumem
     profile_dir = item.config.stash[SETTINGS].profile_dir
     report = check_leaks(
         call,
@@ -126,9 +127,9 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
             skip = settings.no_libtpu == "skip"
             if not skip:
                 fail(no_libtpu_fixture(e, skipped=False))
-            session = request.config.pluginmanager.get_plugin("tpumem-session")
-            if session is not None:
-                session.skipped_without_libtpu += 1
+            reporter = request.config.stash.get(REPORTER, None)
+            if reporter is not None:
+                reporter.skipped_without_libtpu += 1
             pytest.skip(no_libtpu_fixture(e, skipped=True))
         except TopologyError as e:
             fail(fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))

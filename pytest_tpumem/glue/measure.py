@@ -1,6 +1,8 @@
-"""The active part of the plugin, registered only under --tpumem / ini tpumem = true: plans each
-test at setup, measures the planned ones around their call, turns the results into failures,
-report sections and rows, and prints the summary."""
+"""The per-test part of the active plugin (registered only under --tpumem / ini tpumem = true):
+plans each test at setup, measures the planned ones around their call (budget, TPU target, leak
+check), fails the test where a check failed, and records each check's row on the test. Rows,
+files, baselines and the summary are the Reporter's (glue/reporter.py), as pytest-xdist keeps its
+DSession apart from its TerminalDistReporter."""
 
 from __future__ import annotations
 
@@ -14,52 +16,23 @@ import pytest
 
 from ..errors import first_line
 from ..telling.budget import sampled_over
-from ..telling.header import XDIST_CONTROLLER_LINE, backend_lines, settings_line, versions_line, worker_backend_lines
+from ..telling.files import save_budget
+from ..telling.header import XDIST_CONTROLLER_LINE, backend_lines, settings_line, versions_line
 from ..telling.leak import progress
 from ..telling.results import message, row, section
-from ..telling.run import COMPARE_NOT_ENFORCED, backend_failed, baseline_not_saved, no_baseline_yet, not_judged, not_rerunnable_swept, not_swept, plugin_error, regressed, report_not_written, report_written
+from ..telling.run import backend_failed, not_judged, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
 from .failures import LeakFailure, PluginError, fail
-from .pytestcompat import expected_error
-from ..telling.files import save_budget
 from .fixtures import record, run_leak_check, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
+from .pytestcompat import expected_error
+from .reporter import Reporter
 from .rerun import Reruns, unittest_between
 
 _LEAK_REPORT = pytest.StashKey[Any]()
 _TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
 PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
-
-
-def _read_baseline(path: str | None, missing: str = "error") -> dict[str, Any] | None:
-    """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
-    unreadable or corrupt one is a usage error naming the file (which is left as it is); a missing
-    one is None under --tpumem-compare-missing=warn (the summary says so)."""
-    import os
-
-    if path is None or (missing == "warn" and not os.path.lexists(path)):
-        return None
-    from ..telling.report import ReportError, read
-
-    try:
-        return read(path)
-    except ReportError as e:
-        raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
-
-
-def _cut_short(session: pytest.Session) -> str:
-    """Why the run measured only part of what it was asked to ("" where it ran whole): a baseline
-    is then not saved over the last one."""
-    if session.config.option.collectonly:
-        return "--collect-only ran no test"
-    if session.shouldstop or session.shouldfail:
-        return f"the run stopped early ({session.shouldstop or session.shouldfail})"
-    if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-        return "the run selected no test"
-    if session.exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
-        return f"the run ended with {pytest.ExitCode(session.exitstatus).name.lower().replace('_', ' ')}"
-    return ""
 
 
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
@@ -75,31 +48,18 @@ def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
     fail(message(result))
 
 
-class TpuMem:
-    """The active part, registered only under --tpumem / ini tpumem = true."""
 
-    def __init__(self, config: pytest.Config, settings: Settings):
+class Measurer:
+    """Measures each planned test; reached through ``config.stash[MEASURER]`` (the fixtures use it)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, reporter: Reporter):
         self.config = config
         self.settings = settings
-        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.reporter = reporter  # where the run's counts and the baseline are
         self.collect_first: str | bool = False  # a test raised: its traceback's cycle may hold arrays until the
         # collector runs; "full" after a failure or an xfail, "young" (generations 0 and 1) after a skip
-        self.skipped_without_libtpu = 0
         self._devices: list[Any] | None = None  # see devices(): read lazily, never before the first measured test
         self._backend: dict[str, Any] | None = None  # see backend()
-        self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
-        self.outcomes: dict[str, str] = {}  # measured test -> the outcome of its call
-        self.not_swept: set[str] = set()  # --tpumem-leak-check=all: tests it cannot re-run (doctests, async)
-        self.unrerunnable: set[str] = set()  # --tpumem-leak-check=all: passed, but a later run raised
-        self._report: dict[str, Any] | None = None  # this run's report, made once at the end
-        self.written: list[str] = []  # the reports written at the end, for the summary
-        self.write_errors: list[str] = []
-        from ..readings.context import now
-
-        self.started = now()
-        self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
-        self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
-        self._comparison: Any = None  # the run against the baseline, made once at the end
 
     # --- what is read, and when ------------------------------------------------------------------
 
@@ -124,6 +84,7 @@ class TpuMem:
                 self._backend = backend_summary(self.devices())
             except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
                 self._backend = {"error": first_line(e, 200)}
+            self.reporter.backend = self._backend
         return self._backend
 
     def pytest_report_header(self) -> list[str]:
@@ -157,6 +118,14 @@ class TpuMem:
 
         return parse_target(self.settings.target)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Before the Reporter writes: the backend, where the suite (or a leak_check fixture) started it."""
+        from ..readings.jaxcompat import backends_started
+
+        if self._backend is None and backends_started():
+            self.backend()
+
     # --- each test -------------------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -178,7 +147,7 @@ class TpuMem:
         if plan.error is not None:
             fail(plan.error)
         if plan.unswept:
-            self.not_swept.add(item.nodeid)
+            self.reporter.not_swept.add(item.nodeid)
         original = getattr(item, "obj", None)
         wrapped = plan.leak is not None and is_unittest(item)
         if wrapped:  # unittest calls the method it finds on the item
@@ -261,7 +230,7 @@ class TpuMem:
             skip = self.settings.no_libtpu == "skip"
             said = no_libtpu(budget.target.topology, budget.spelled, skipped=skip)
             if skip:
-                self.skipped_without_libtpu += 1
+                self.reporter.skipped_without_libtpu += 1
                 pytest.skip(said)
             fail(said)
         from ..decisions.target import TargetCheck
@@ -367,40 +336,38 @@ class TpuMem:
                 raise
             if not opts.swept:
                 fail(line)
-            self.unrerunnable.add(item.nodeid)
+            self.reporter.unrerunnable.add(item.nodeid)
             item.warn(pytest.PytestWarning(line))
             return
         item.stash[_LEAK_REPORT] = report
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
 
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed or hasattr(report, "wasxfail"):  # its traceback may hold its frames in a cycle
+            self.collect_first = "full"
+        elif report.skipped and not self.collect_first:  # a skip raised too, mostly before its test made anything
+            self.collect_first = "young"
+
     # --- after the call: the baseline, pytest-benchmark ------------------------------------------
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Which baseline test each collected test is, whatever rootdir either run had."""
-        if self.baseline is not None:
-            from ..decisions.compare import match_tests
-
-            old_root = (self.baseline.get("context") or {}).get("rootdir")
-            self.baseline_ids = match_tests(
-                self.baseline["tests"], [i.nodeid for i in session.items], old_root, str(self.config.rootpath)
-            )
 
     def _gate(self, item: pytest.Item) -> None:
         """Fail a passed test whose figures regressed against the baseline beyond a tolerance of
         --tpumem-compare-fail (a baseline from another platform or device kind fails nothing)."""
-        if self.baseline is None or not self.settings.compare_fail:
+        baseline = self.reporter.baseline
+        if baseline is None or not self.settings.compare_fail:
             return
         from ..telling.rows import records_of
 
-        old = self.baseline["tests"].get(self.baseline_ids.get(item.nodeid, ""))
+        old = baseline["tests"].get(self.reporter.baseline_ids.get(item.nodeid, ""))
         records = records_of(item.user_properties)
         if old is None or not records:
             return
         from ..decisions.compare import compare_entry, foreign
         from ..telling.report import entry_of
 
-        if foreign(self.baseline["context"], self._platform(), int(self.baseline.get("version", 1))):
+        if foreign(baseline["context"], self.reporter.platform(), int(baseline.get("version", 1))):
             return
         changes = compare_entry(item.nodeid, old, entry_of(records), self.settings.compare_fail)
         worse = [c for c in changes if c.regressed]
@@ -431,15 +398,6 @@ class TpuMem:
         entry = entry_of(records)
         extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
 
-    def _any_backend(self) -> dict[str, Any]:
-        """The backend as read here, or by the first pytest-xdist worker ({} before either read it)."""
-        return self._backend or next(iter(self.worker_backends.values()), None) or {}
-
-    def _platform(self) -> dict[str, Any]:
-        """The run's platform and device kind, as a report's context says them (None before the backend is read)."""
-        backend = self._any_backend()
-        return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
-
     def progress(self) -> Any:
         """Under -v, a leak check that has run for a few seconds says how far it is on the test's
         line ("[run 3/4]"), through the terminal reporter: it does not look hung. None otherwise
@@ -459,181 +417,3 @@ class TpuMem:
                 reporter.write(progress(done, total), flush=True)
 
         return show
-
-    # --- the run ---------------------------------------------------------------------------------
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ..telling.rows import records_of
-
-        if report.failed or hasattr(report, "wasxfail"):  # its traceback may hold its frames in a cycle
-            self.collect_first = "full"
-        elif report.skipped and not self.collect_first:  # a skip raised too, mostly before its test made anything
-            self.collect_first = "young"
-        records = records_of(report.user_properties)
-        # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
-        # report is made, so the call hook saw a test that returned: its row is dropped here.
-        # A setup that failed (an out-of-memory in a fixture) has the only report of the test with a row.
-        if records and (report.when == "call" and not report.skipped or report.when == "setup" and report.failed):
-            self.rows[report.nodeid] = records  # a test run again (pytest-rerunfailures): its last run
-            self.outcomes[report.nodeid] = report.outcome
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from ..readings.jaxcompat import backends_started
-
-        if self._backend is None and backends_started():  # the suite (or a leak_check fixture) started it
-            self.backend()
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:  # a pytest-xdist worker: what the controller's summary needs
-            if self._backend is not None:
-                workeroutput["tpumem_backend"] = self._backend
-            workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
-            workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
-            workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
-            return  # the controller writes the reports
-        comparison = self.comparison()
-        if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
-        self._write_reports(session)
-
-    def comparison(self) -> Any:
-        """This run against the baseline (decisions.compare.Comparison), None without one."""
-        if self.baseline is not None and self._comparison is None:
-            from ..decisions.compare import compare
-
-            self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
-        return self._comparison
-
-    def report(self) -> dict[str, Any]:
-        """This run's report (telling/report.py's schema), made once the run has ended."""
-        if self._report is None:
-            from ..telling import report
-
-            tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
-            self._report = report.build(tests, self._context())
-        return self._report
-
-    def _context(self) -> dict[str, Any]:
-        import os
-        import socket
-
-        from ..readings import context
-
-        backend = self._any_backend()
-        index, count = context.process()
-        devices = backend.get("devices", [])
-        known = backend.get("known_stats")
-        s = self.settings
-        return {
-            "started": self.started,
-            "finished": context.now(),
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-            **self._platform(),
-            "devices": devices,
-            "device_count": len(devices),
-            "bytes_limit": backend.get("bytes_limit"),
-            "stand_in": None if known is None else "bytes_in_use" not in known,
-            "process_index": index,
-            "process_count": count,
-            "xdist_workers": len(self.worker_backends) or None,
-            "versions": context.versions(),
-            "env": context.memory_env(),
-            "rootdir": str(self.config.rootpath),  # test ids are relative to it (decisions.compare.match_tests)
-            "git": context.git(str(self.config.rootpath)),
-            "settings": {
-                "max_hbm": s.max_hbm,
-                "leak_threshold": s.leak_threshold,
-                "leak_host": s.leak_host,
-                "leak_check": s.leak_check,
-                "target": s.target,
-                "recompile": s.recompile,
-                "sample_ms": s.sample_interval * 1000,
-            },
-        }
-
-    def _write_reports(self, session: pytest.Session) -> None:
-        """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
-        writes its own file, named with its index."""
-        paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
-        cut_short = _cut_short(session) or (not self.rows and "it measured no test")
-        if self.settings.save_path is not None and cut_short:
-            paths.remove(self.settings.save_path)
-            self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
-        if not paths:
-            return
-        from ..telling import report as reports
-
-        data = self.report()
-        context = data["context"]
-        for path in paths:
-            path = reports.process_path(path, context["process_index"], context["process_count"])
-            try:
-                reports.write(data, path)
-            except OSError as e:
-                self.write_errors.append(report_not_written(path, e))
-                if session.exitstatus == 0:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            else:
-                self.written.append(path)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist controller: a worker's backend and counts, for the summary."""
-        output = getattr(node, "workeroutput", {})
-        backend = output.get("tpumem_backend")
-        if isinstance(backend, dict):
-            self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
-        self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
-        self.not_swept.update(output.get("tpumem_not_swept", ()))
-        self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from ..telling.rows import merge, summary_lines
-
-        extra = self._report_lines()
-        if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
-            for line in self.write_errors:  # never hidden
-                terminalreporter.write_line(line, red=True)
-            return
-        quiet = self.config.get_verbosity() < 0
-        rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
-        terminalreporter.write_sep("=", "tpumem")
-        for line in self._backend_lines():
-            if not quiet or " unavailable on this jax" in line:  # -q keeps what cannot be measured
-                terminalreporter.write_line(line)
-        for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
-            terminalreporter.write_line(line)
-        if self.not_swept:
-            terminalreporter.write_line(not_swept(len(self.not_swept)))
-        if self.unrerunnable:
-            terminalreporter.write_line(not_rerunnable_swept(len(self.unrerunnable)), yellow=True)
-        for line in extra:
-            terminalreporter.write_line(line)
-        for line in self.write_errors:
-            terminalreporter.write_line(line, red=True)
-
-    def _report_lines(self) -> list[str]:
-        """The comparison with the baseline, and the reports written."""
-        lines = []
-        if self.baseline is None and self.settings.compare_path is not None:
-            lines.append(no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
-        if self.baseline is not None:
-            import os
-
-            from ..telling.comparison import comparison_lines
-
-            from .. import defaults
-
-            comparison = self.comparison()
-            name = os.path.basename(self.settings.compare_path or "")
-            lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
-            if not self.settings.compare_fail:
-                lines.append(COMPARE_NOT_ENFORCED)
-        lines += [report_written(p) for p in self.written]
-        return lines
-
-    def _backend_lines(self) -> list[str]:
-        backends = dict(self.worker_backends)
-        if self._backend is not None:
-            backends[""] = self._backend
-        return worker_backend_lines(backends)

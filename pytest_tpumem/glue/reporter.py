@@ -1,0 +1,266 @@
+"""The run's part of the active plugin (registered only under --tpumem / ini tpumem = true): the
+rows every measured test recorded, collected from its reports (in a pytest-xdist controller too),
+the baseline read at the start and matched with the run's tests, the JSON report and baseline
+written at the end, and the terminal summary. Reached through ``config.stash[REPORTER]``; the
+Measurer (glue/measure.py) tells it the backend and counts what it could not check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..telling.header import worker_backend_lines
+from ..telling.run import (
+    COMPARE_NOT_ENFORCED,
+    baseline_not_saved,
+    no_baseline_yet,
+    not_rerunnable_swept,
+    not_swept,
+    report_not_written,
+    report_written,
+)
+from .options import Settings
+
+
+def _read_baseline(path: str | None, missing: str = "error") -> dict[str, Any] | None:
+    """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
+    unreadable or corrupt one is a usage error naming the file (which is left as it is); a missing
+    one is None under --tpumem-compare-missing=warn (the summary says so)."""
+    import os
+
+    if path is None or (missing == "warn" and not os.path.lexists(path)):
+        return None
+    from ..telling.report import ReportError, read
+
+    try:
+        return read(path)
+    except ReportError as e:
+        raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
+
+
+def _cut_short(session: pytest.Session) -> str:
+    """Why the run measured only part of what it was asked to ("" where it ran whole): a baseline
+    is then not saved over the last one."""
+    if session.config.option.collectonly:
+        return "--collect-only ran no test"
+    if session.shouldstop or session.shouldfail:
+        return f"the run stopped early ({session.shouldstop or session.shouldfail})"
+    if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        return "the run selected no test"
+    if session.exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        return f"the run ended with {pytest.ExitCode(session.exitstatus).name.lower().replace('_', ' ')}"
+    return ""
+
+
+
+class Reporter:
+    """Rows, reports, the baseline and the summary of one run."""
+
+    def __init__(self, config: pytest.Config, settings: Settings):
+        self.config = config
+        self.settings = settings
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.outcomes: dict[str, str] = {}  # measured test -> the outcome of its call
+        self.backend: dict[str, Any] | None = None  # as the Measurer read it (readings.devices.backend_summary)
+        self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
+        self.skipped_without_libtpu = 0
+        self.not_swept: set[str] = set()  # --tpumem-leak-check=all: tests it cannot re-run (doctests, async)
+        self.unrerunnable: set[str] = set()  # --tpumem-leak-check=all: passed, but a later run raised
+        self._report: dict[str, Any] | None = None  # this run's report, made once at the end
+        self.written: list[str] = []  # the reports written at the end, for the summary
+        self.write_errors: list[str] = []
+        from ..readings.context import now
+
+        self.started = now()
+        self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
+        self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
+        self._comparison: Any = None  # the run against the baseline, made once at the end
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which baseline test each collected test is, whatever rootdir either run had."""
+        if self.baseline is not None:
+            from ..decisions.compare import match_tests
+
+            old_root = (self.baseline.get("context") or {}).get("rootdir")
+            self.baseline_ids = match_tests(
+                self.baseline["tests"], [i.nodeid for i in session.items], old_root, str(self.config.rootpath)
+            )
+
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from ..telling.rows import records_of
+
+        records = records_of(report.user_properties)
+        # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
+        # report is made, so the call hook saw a test that returned: its row is dropped here.
+        # A setup that failed (an out-of-memory in a fixture) has the only report of the test with a row.
+        if records and (report.when == "call" and not report.skipped or report.when == "setup" and report.failed):
+            self.rows[report.nodeid] = records  # a test run again (pytest-rerunfailures): its last run
+            self.outcomes[report.nodeid] = report.outcome
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # a pytest-xdist worker: what the controller's summary needs
+            if self.backend is not None:
+                workeroutput["tpumem_backend"] = self.backend
+            workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
+            workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
+            workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
+            return  # the controller writes the reports
+        comparison = self.comparison()
+        if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
+        self._write_reports(session)
+
+    def comparison(self) -> Any:
+        """This run against the baseline (decisions.compare.Comparison), None without one."""
+        if self.baseline is not None and self._comparison is None:
+            from ..decisions.compare import compare
+
+            self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
+        return self._comparison
+
+    def report(self) -> dict[str, Any]:
+        """This run's report (telling/report.py's schema), made once the run has ended."""
+        if self._report is None:
+            from ..telling import report
+
+            tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
+            self._report = report.build(tests, self._context())
+        return self._report
+
+    def _any_backend(self) -> dict[str, Any]:
+        """The backend as read here, or by the first pytest-xdist worker ({} before either read it)."""
+        return self.backend or next(iter(self.worker_backends.values()), None) or {}
+
+    def platform(self) -> dict[str, Any]:
+        """The run's platform and device kind, as a report's context says them (None before the backend is read)."""
+        backend = self._any_backend()
+        return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
+
+    def _context(self) -> dict[str, Any]:
+        import os
+        import socket
+
+        from ..readings import context
+
+        backend = self._any_backend()
+        index, count = context.process()
+        devices = backend.get("devices", [])
+        known = backend.get("known_stats")
+        s = self.settings
+        return {
+            "started": self.started,
+            "finished": context.now(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            **self.platform(),
+            "devices": devices,
+            "device_count": len(devices),
+            "bytes_limit": backend.get("bytes_limit"),
+            "stand_in": None if known is None else "bytes_in_use" not in known,
+            "process_index": index,
+            "process_count": count,
+            "xdist_workers": len(self.worker_backends) or None,
+            "versions": context.versions(),
+            "env": context.memory_env(),
+            "rootdir": str(self.config.rootpath),  # test ids are relative to it (decisions.compare.match_tests)
+            "git": context.git(str(self.config.rootpath)),
+            "settings": {
+                "max_hbm": s.max_hbm,
+                "leak_threshold": s.leak_threshold,
+                "leak_host": s.leak_host,
+                "leak_check": s.leak_check,
+                "target": s.target,
+                "recompile": s.recompile,
+                "sample_ms": s.sample_interval * 1000,
+            },
+        }
+
+    def _write_reports(self, session: pytest.Session) -> None:
+        """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
+        writes its own file, named with its index."""
+        paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
+        cut_short = _cut_short(session) or (not self.rows and "it measured no test")
+        if self.settings.save_path is not None and cut_short:
+            paths.remove(self.settings.save_path)
+            self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
+        if not paths:
+            return
+        from ..telling import report as reports
+
+        data = self.report()
+        context = data["context"]
+        for path in paths:
+            path = reports.process_path(path, context["process_index"], context["process_count"])
+            try:
+                reports.write(data, path)
+            except OSError as e:
+                self.write_errors.append(report_not_written(path, e))
+                if session.exitstatus == 0:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            else:
+                self.written.append(path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist controller: a worker's backend and counts, for the summary."""
+        output = getattr(node, "workeroutput", {})
+        backend = output.get("tpumem_backend")
+        if isinstance(backend, dict):
+            self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
+        self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
+        self.not_swept.update(output.get("tpumem_not_swept", ()))
+        self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from ..telling.rows import merge, summary_lines
+
+        extra = self._report_lines()
+        if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
+            for line in self.write_errors:  # never hidden
+                terminalreporter.write_line(line, red=True)
+            return
+        quiet = self.config.get_verbosity() < 0
+        rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
+        terminalreporter.write_sep("=", "tpumem")
+        for line in self._backend_lines():
+            if not quiet or " unavailable on this jax" in line:  # -q keeps what cannot be measured
+                terminalreporter.write_line(line)
+        for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
+            terminalreporter.write_line(line)
+        if self.not_swept:
+            terminalreporter.write_line(not_swept(len(self.not_swept)))
+        if self.unrerunnable:
+            terminalreporter.write_line(not_rerunnable_swept(len(self.unrerunnable)), yellow=True)
+        for line in extra:
+            terminalreporter.write_line(line)
+        for line in self.write_errors:
+            terminalreporter.write_line(line, red=True)
+
+    def _report_lines(self) -> list[str]:
+        """The comparison with the baseline, and the reports written."""
+        lines = []
+        if self.baseline is None and self.settings.compare_path is not None:
+            lines.append(no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
+        if self.baseline is not None:
+            import os
+
+            from ..telling.comparison import comparison_lines
+
+            from .. import defaults
+
+            comparison = self.comparison()
+            name = os.path.basename(self.settings.compare_path or "")
+            lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
+            if not self.settings.compare_fail:
+                lines.append(COMPARE_NOT_ENFORCED)
+        lines += [report_written(p) for p in self.written]
+        return lines
+
+    def _backend_lines(self) -> list[str]:
+        backends = dict(self.worker_backends)
+        if self.backend is not None:
+            backends[""] = self.backend
+        return worker_backend_lines(backends)
