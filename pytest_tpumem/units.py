@@ -19,7 +19,7 @@ _UNITS = {
     "TiB": 2**40,
 }
 ACCEPTED = 'an int of bytes or a string with a unit: "512MB", "20GB" (10^9), "1.5GiB" (2^30), "64B"; units: ' + ", ".join(_UNITS)
-_SIZE = r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$"  # compiled (and cached by re) on first use, not at import
+_SIZE = r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$"  # ASCII digits only: "١٢MB" is not a size  # compiled (and cached by re) on first use, not at import
 
 
 MAX_SIZE = 2**63 - 1  # the largest size taken: more than any memory, and what JSON readers keep exact as int64
@@ -67,8 +67,10 @@ def parse_size(value: object, *, what: str = "size", allow_zero: bool = False) -
         if not m:
             raise SizeError(f"{what}: {shown_value(value)} is not a size; expected {ACCEPTED}")
         number, unit = m.groups()
-        if len(number) > 40:
+        if len(number.split(".")[0].lstrip("0")) > 20:  # more digits than any byte count: no Decimal of 400 nines
             raise SizeError(f"{what}: {shown_value(value)} is larger than any memory (at most {MAX_SIZE} bytes)")
+        if not unit and Decimal(number) == 0 and not allow_zero:
+            raise SizeError(f"{what}: {value!r} must be more than 0 bytes; expected {ACCEPTED}")
         if not unit:
             raise SizeError(
                 f"{what}: {value!r} has no unit: write {number}MB (10^6 bytes), {number}GB, or {number}B for bytes; "

@@ -64,6 +64,28 @@ def test_a_size_past_any_memory_is_one_error(value):
     assert parse_size(2**63 - 1) == 2**63 - 1 and parse_size("9223372036854775807B") == 2**63 - 1
 
 
+def test_long_spellings_of_a_small_size_are_that_size():
+    """Leading zeros and a long fraction are digits, not size: they were refused as larger than any memory."""
+    assert parse_size("0" * 100 + "1MB") == 10**6
+    assert parse_size("1." + "0" * 5000 + "MB") == 10**6
+    assert parse_size("000" + str(2**63 - 1) + ".0B") == 2**63 - 1
+    for past in ("9" * 19 + ".9B", "1" + "0" * 20 + "B"):
+        with pytest.raises(SizeError, match="larger than any memory"):
+            parse_size(past)
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0662MB", "\uff11\uff10MB", "\u00b2MB"])
+def test_digits_are_ascii_digits(value):
+    with pytest.raises(SizeError, match="is not a size"):
+        parse_size(value, what="limit")
+
+
+def test_zero_without_a_unit_says_it_must_be_more_than_zero():
+    """'0' used to be told to write 0MB, which is then refused."""
+    with pytest.raises(SizeError, match=r"^threshold: '0' must be more than 0 bytes;"):
+        parse_size("0", what="threshold")
+
+
 def test_a_fraction_of_a_byte_is_rounded_to_the_nearest():
     assert [parse_size(v) for v in ("1.4B", "1.5B", "0.0015kB", "1.0004kB")] == [1, 2, 2, 1000]
 

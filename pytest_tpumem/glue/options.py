@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple
 import pytest
 
 from .. import defaults
-from ..units import SizeError, parse_size, format_size
+from ..units import SizeError, format_size, parse_size, shown_value
 
 RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
@@ -154,6 +154,10 @@ class Settings(NamedTuple):
 
 SETTINGS = pytest.StashKey[Settings]()  # the resolved settings, in config.stash
 
+TYPED_HINT = (
+    "; in pytest's [tool.pytest] table the values are typed: tpumem = true, tpumem_top = 5, "
+    'sizes and paths as strings, tpumem_compare_fail = ["peak:10%"]'
+)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -206,6 +210,8 @@ def _convert(value: Any, kind: str, where: str) -> Any:
         text = str(value).strip()
         if not text:
             raise SettingError(f"{where}: give a path")
+        if "\x00" in text:
+            raise SettingError(f"{where}: {shown_value(text)} holds a NUL character, which no path can")
         return text
     if kind == "tolerances":
         from ..decisions.compare import ToleranceError, parse_tolerances
@@ -245,7 +251,10 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
     except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
         import re
 
-        quoted = re.search(r"'(.*)'\s*$", str(e))  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
+        if " expects " in str(e):  # pytest 9's native [tool.pytest] table is typed: its message says what it got
+            hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else TYPED_HINT
+            raise SettingError(f"{where}: {e}{hint}") from None
+        quoted = re.search(r"'([^']*)'\s*$", str(e))  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
         if quoted and kind != "size":
             return quoted.group(1), where  # judged by _convert, which says what is accepted
         hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""

@@ -66,6 +66,27 @@ def test_an_ini_value_pytest_cannot_read_names_the_ini_key():
         resolve(lambda name: None, lambda name: getini(name) if name == "tpumem_max_hbm" else None)
 
 
+@pytest.mark.parametrize("name", ["tpumem_json", "tpumem_save", "tpumem_compare", "tpumem_profile_dir"])
+def test_a_path_with_a_nul_character_is_refused(name):
+    """From an ini file (no shell passes one): it was a raw ValueError when written, an INTERNALERROR when read."""
+    with pytest.raises(SettingError, match=rf"^ini {name}: 'a\\x00b.json' holds a NUL character, which no path can$"):
+        settings(ini={name: "a\x00b.json"})
+
+
+def test_a_typed_toml_value_of_the_wrong_type_is_said_as_pytest_says_it(pytester):
+    """pytest 9's [tool.pytest] table is typed; its error was cut at the wrong quote ("'tpumem' expects ... 'yes")"""
+    pytester.makepyfile("def test_x(): pass")
+    for line, said in (
+        ('tpumem = "yes"', "ERROR: pytest-tpumem: ini tpumem: *config option 'tpumem' expects a bool, got str: 'yes'; in pytest's [[]tool.pytest[]] table the values are typed: tpumem = true, tpumem_top = 5, *"),
+        ('tpumem_top = "5"', "ERROR: pytest-tpumem: ini tpumem_top: *config option 'tpumem_top' expects an int, got str: '5'; in pytest's *"),
+        ('tpumem_compare_fail = "peak:10%"', "*expects a list for type 'linelist', got str: 'peak:10%'; *tpumem_compare_fail = [[]\"peak:10%\"[]]"),
+    ):
+        pytester.makepyprojecttoml(f"[tool.pytest]\n{line}\n")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([said])
+
+
 def test_options_that_do_nothing_while_off():
     s = settings({"tpumem_max_hbm": "1GB", "tpumem_leak_threshold": "1MB", "tpumem_top": "3", "tpumem_no_libtpu": "skip"})
     assert unused_when_off(s) == ["--tpumem-max-hbm", "--tpumem-top"]
