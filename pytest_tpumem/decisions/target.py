@@ -91,7 +91,7 @@ class TargetResult:
 
     @property
     def over(self) -> list[ProgramJudgement]:
-        return [j for j in self.judged if j.estimate.refused or j.need > self.limit]
+        return [j for j in self.judged if j.estimate is not None and (j.estimate.refused or j.need > self.limit)]
 
     @property
     def need(self) -> int:

@@ -10,7 +10,7 @@ import contextlib
 import functools
 import gc
 import sys
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -161,7 +161,7 @@ class Measurer:
         self._gate(item)
         return result
 
-    def _call(self, item: pytest.Item, plan: TestPlan) -> Iterator[None]:
+    def _call(self, item: pytest.Item, plan: TestPlan) -> Generator[None, Any, Any]:
         if not plan.measured:  # run as without the plugin, except that an out-of-memory is said and freed
             try:
                 return (yield)
@@ -314,6 +314,7 @@ class Measurer:
         """Run the test's body for its leak check; raise LeakFailure where it leaks. A test that
         cannot be run again fails saying so under a marker, and passes with a warning under the sweep."""
         opts = plan.leak
+        assert opts is not None  # pytest_pyfunc_call and the unittest wrapper call this for a planned leak check
         tracker = item.stash.get(_TRACKER, None)
         runs = Reruns(item, call, opts.warmup + opts.iterations, between, tracker.stop if tracker is not None else None)
         try:

@@ -53,7 +53,7 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
     benchmark = "benchmark" in getattr(item, "fixturenames", ()) and "jax" in sys.modules  # a benchmark of jax code
     why = "" if leak is None else cannot_rerun_why(item, benchmark)
     unswept = False
-    if why:
+    if why and leak is not None:
         if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
             leak, unswept = None, True
         else:

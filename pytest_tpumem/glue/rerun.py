@@ -33,10 +33,11 @@ class _PerTest:
 
     def __init__(self, item: pytest.Item):
         plugin = item.config.pluginmanager.get_plugin("logging-plugin")
-        self.handlers = []
+        self.handlers: list[tuple[Any, int, Any, int]] = []
         for name in ("caplog_handler", "report_handler"):
             handler = getattr(plugin, name, None)
-            records, stream = getattr(handler, "records", None), getattr(handler, "stream", None)
+            records: Any = getattr(handler, "records", None)
+            stream: Any = getattr(handler, "stream", None)
             if isinstance(records, list) and hasattr(stream, "truncate"):
                 self.handlers.append((handler, len(records), stream, stream.tell()))
         self.item = item

@@ -107,11 +107,11 @@ def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[B
             if not m:
                 continue
             name, metadata = m[1], m[2]
-            op = _OP_NAME.search(metadata)
+            op_name = _OP_NAME.search(metadata)
             frame = _FRAME.search(metadata)
             source = _SOURCE.search(metadata)
             where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
-            meta[name] = (op[1] if op else "", where)
+            meta[name] = (op_name[1] if op_name else "", where)
     found: dict[str, Buffer] = {}
     kind, hbm = "temporary", True
     for line in assignment.read_text(errors="replace").splitlines():

@@ -50,7 +50,7 @@ class CapturedProgram:
     def eager(self) -> bool:
         """One primitive that jax ran outside of any jit (``jnp.ones(...)``, ``x + 1``), or a program
         with no operation at all (a conversion to the dtype it already has)."""
-        eqns = getattr(self.jaxpr, "eqns", ())
+        eqns: Any = getattr(self.jaxpr, "eqns", ())
         return len(eqns) == 0 or (len(eqns) == 1 and eqns[0].primitive.name == self.name)
 
     @property

@@ -44,6 +44,7 @@ def peak_line(d: DevicePeak) -> str:
 def sampled_over(result: BudgetResult) -> str:
     """A test within its budget by every deterministic reading, where only the sampler saw more."""
     d = max(result.sampled_over, key=lambda d: d.sampler or 0)
+    assert result.budget is not None  # only a budgeted test is sampled over it
     return (
         f"max_hbm: only the sampler saw {format_size(d.sampler)} on {d.device}, over the budget of "
         f"{format_size(result.budget.limit)} ({result.budget.spelled}); the test is judged by its deterministic "
@@ -61,6 +62,7 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
         return ""
     worst = over[0]
     budget = result.budget
+    assert budget is not None  # only a budgeted test is over it
     peak, limit = format_apart(worst.peak, budget.limit)  # never "peak 64.1kB is over the budget of 64.1kB"
     lines = [
         f"max_hbm: peak {peak} on {worst.device} is over the budget of "

@@ -105,6 +105,7 @@ def message(report: LeakReport, verbosity: int = 0) -> str:
         )
     lines = []
     if report.leaking_series:
+        assert head is not None  # the first leaking series
         grew = format_apart(head.growth, report.threshold_for(head) or head.growth)[0]
         lines.append(f"leak_check: {head.name} grew {grew}/iteration {over} ({threshold_text(report, head)})")
         series = report.series if verbosity > 0 else shown(report.leaking_series, verbosity)

@@ -32,8 +32,8 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     n = report.iterations
     grown = {s.name: [v - s.values[0] for v in s.values] for s in series}
     threshold_line = [report.threshold * k for k in range(n + 1)]
-    low = min([0, *(min(g) for g in grown.values())])
-    high = max([threshold_line[-1], *(max(g) for g in grown.values())])
+    low: float = min([0, *(min(g) for g in grown.values())])
+    high: float = max([threshold_line[-1], *(max(g) for g in grown.values())])
     step = _nice_step(high - low)
     low = (low // step) * step
     high = low + step * max(1, -(-(high - low) // step))
@@ -54,7 +54,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
         f'{n} runs; threshold {escape(format_size(report.threshold))}/run</text>',
     ]
-    v = low
+    v: float = low
     while v <= high + step / 2:  # gridlines and y labels
         out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
         out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{escape(format_size(v))}</text>')
@@ -71,7 +71,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     )
     points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(threshold_line))
     out.append(f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>')
-    legend = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
+    legend: list[tuple[str | None, str, bool]] = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
     for i, s in enumerate(series):
         color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
         dotted = s.every if s.device == "host" else i >= len(COLORS)  # host RSS beside the host's split; past 8 devices
@@ -87,13 +87,13 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
         legend.append((None, f"from {format_size(s.values[0])}", False))
     ly = TOP + 10
-    for color, label, dashed in legend:
-        if color is None:  # a second line under the last entry, smaller
+    for swatch, label, dashed in legend:
+        if swatch is None:  # a second line under the last entry, smaller
             out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly - 4}" fill="#555" font-size="11">{escape(label)}</text>')
             ly += 10
             continue
         dash = ' stroke-dasharray="6,4"' if dashed else ""
-        out.append(f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>')
         out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
         ly += 20
     out.append("</svg>")

@@ -70,11 +70,12 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
     budget = f"the budget of {format_size(r.limit)} ({r.spelled})"
     lines = []
     over = r.over
-    if over and r.check == "hbm_estimate":
-        lines.append(f"hbm_estimate: over the budget of {format_size(r.limit)}: {estimate_text(over[0].estimate)}")
-    elif over:
+    estimates = [j.estimate for j in over if j.estimate is not None]  # every one over was compiled
+    if estimates and r.check == "hbm_estimate":
+        lines.append(f"hbm_estimate: over the budget of {format_size(r.limit)}: {estimate_text(estimates[0])}")
+    elif estimates:
         worst = over[0]
-        if worst.estimate.refused:
+        if estimates[0].refused:
             lines.append(f"max_hbm: the TPU compiler refused {worst.program} for {topo}, over {budget}")
         else:
             need, limit = format_apart(worst.need, r.limit)

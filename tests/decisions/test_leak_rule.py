@@ -241,8 +241,12 @@ def test_a_host_leak_is_confirmed_at_its_true_rate():
         kept.append(np.full((5_000_000,), 1.0, np.float32))  # 20 MB of host memory a run, kept
 
     report = check_leaks(copy_to_host, iterations=3, threshold="10MB")
-    (host,) = report.leaking_series
-    assert host.name == "host malloc"
+    # "host other" (RSS less what malloc took) may grow too, now and then: where a run's 20 MB reuses
+    # pages of malloc's heap that malloc_trim gave back after an earlier test, RSS grows and what
+    # malloc took does not. The leak is the same one; the figure is malloc's.
+    names = [s.name for s in report.leaking_series]
+    assert names in (["host malloc"], ["host malloc", "host other"]), message(report)
+    host = report.leaking_series[0]
     assert report.confirmed_by == 3 and len(host.confirmation) == 4
     assert abs(host.growth - 20 * MB) <= 0.02 * 20 * MB and report.figure is host, message(report)
     assert "confirmed by 3 more runs" in message(report)
