@@ -15,18 +15,18 @@ import os
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 SPIN_S = 0.25  # arithmetic between two allocations
 
-_WORKER = """
+_WORKER = f"""
 import os, sys, time
 mb, max_s, parent = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 end = time.monotonic() + max_s
 x = 0
 while time.monotonic() < end and os.getppid() == parent:
     began = time.monotonic()
-    while time.monotonic() - began < %r:
+    while time.monotonic() - began < {SPIN_S!r}:
         for i in range(20000):
             x = (x * 1103515245 + i) & 0xFFFFFFFF
     if mb:
@@ -34,7 +34,7 @@ while time.monotonic() < end and os.getppid() == parent:
         for i in range(0, len(block), 4096):   # every page touched: resident, not just reserved
             block[i] = 1
         del block
-""" % SPIN_S
+"""
 
 
 @contextlib.contextmanager

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from typing import Any
 
 import pytest

@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
@@ -83,7 +83,7 @@ def per_round(values: Sequence[float], base: Sequence[float]) -> list[float]:
 
 def load_average() -> str:
     try:
-        return "load average %.2f %.2f %.2f" % os.getloadavg()
+        return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     except OSError:
         return "load average ?"
 

@@ -23,14 +23,14 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import load_average, machine, spread, table  # noqa: E402
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from _util import load_average, machine, spread, table  # noqa: E402
 
 from pytest_tpumem.decisions import leak  # noqa: E402
 from pytest_tpumem.decisions.leak import check_leaks  # noqa: E402
-from pytest_tpumem.readings import devices as sources, host  # noqa: E402
+from pytest_tpumem.readings import devices as sources  # noqa: E402
+from pytest_tpumem.readings import host
 
 
 @jax.jit
@@ -70,8 +70,8 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
             for name, f in pair if r % 2 == 0 else pair[::-1]:
                 (loops if name == "loop" else checks).append(timeit(f))
         for k, clock in ((0, "wall"), (1, "cpu")):
-            per_run = [(c[k] - l[k]) / runs * 1000 for c, l in zip(checks, loops)]
-            rows.append([n_live, clock, f"{statistics.median(l[k] for l in loops) / runs * 1000:.1f}",
+            per_run = [(c[k] - lo[k]) / runs * 1000 for c, lo in zip(checks, loops)]
+            rows.append([n_live, clock, f"{statistics.median(lo[k] for lo in loops) / runs * 1000:.1f}",
                          f"{statistics.median(c[k] for c in checks) / runs * 1000:.1f}", spread(per_run, "{:.1f}")])
 
         def med(f, k=15):  # median cpu ms of k calls
@@ -149,7 +149,7 @@ def one_second_body(rounds: int) -> None:
             [clock, "plain loop: 4 x (body + clear_caches)", spread(col["loop4"])],
             [clock, "check_leaks(body) total", spread(col["check"])],
             [clock, "ADDED to the test: check - first call", spread([c - t for c, t in zip(col["check"], col["first"])])],
-            [clock, "check - plain loop of 4 (fixed cost, 4 runs)", spread([c - l for c, l in zip(col["check"], col["loop4"])])],
+            [clock, "check - plain loop of 4 (fixed cost, 4 runs)", spread([c - lo for c, lo in zip(col["check"], col["loop4"])])],
         ]
     print(table(["clock", "measure", "seconds"], rows))
 

@@ -120,7 +120,7 @@ def tracker_cost(reps: int = 60) -> None:
     res: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     for i in range(reps):  # interleaved
         for k, f in cases.items():
-            res[k].append(timed(lambda: f(i)))
+            res[k].append(timed(lambda f=f, i=i: f(i)))
     rows = [[k, f"{statistics.median(w for w, _ in v):.2f}", f"{statistics.median(c for _, c in v):.2f}"] for k, v in res.items()]
     print(f"\nper-test cost of the measurement, in one process ({reps} interleaved reps, median ms)")
     print(table(["what", "wall ms", "cpu ms"], rows))

@@ -10,7 +10,8 @@ verbosity=0)`` and ``section(result)`` are telling.results' (every result is pla
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .decisions import leak
 from .decisions.leak import LeakError, LeakReport

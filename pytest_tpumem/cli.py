@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .decisions.compare import ToleranceError, compare, parse_tolerances
 from .telling import report as reports

@@ -8,7 +8,8 @@ registered only under --tpumem / ini tpumem = true, and unregistered when the ru
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -88,9 +89,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
-    for key in (MEASURER, REPORTER):
-        if key in config.stash:
-            del config.stash[key]
+    if MEASURER in config.stash:
+        del config.stash[MEASURER]
+    if REPORTER in config.stash:
+        del config.stash[REPORTER]
 
 
 @pytest.fixture

@@ -152,10 +152,11 @@ def test_sharded_programs_keep_their_layout_on_the_target():
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
-    from pytest_tpumem.readings.capture import ProgramCapture
     from pytest_tpumem.decisions.target import judge_programs
+    from pytest_tpumem.readings.capture import ProgramCapture
 
     mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
     split = NamedSharding(mesh, P("data"))

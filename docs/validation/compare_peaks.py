@@ -108,7 +108,7 @@ def main() -> None:
     results = []
     for name in a.programs.split(","):
         proc = subprocess.run([sys.executable, "-c", CHILD, name], capture_output=True, text=True)
-        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+        line = next((out for out in proc.stdout.splitlines() if out.startswith("RESULT ")), None)
         if line is None:
             print(f"{name}: failed\n{proc.stderr[-2000:]}")
             continue

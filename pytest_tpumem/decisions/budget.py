@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import defaults
-
 from .peak import DevicePeak, PeakReport
 from .verdict import Verdict
 
@@ -46,7 +45,7 @@ class BudgetResult:
         """Devices within the budget where only the sampler saw more (timing-dependent: warned of, not judged)."""
         return [] if self.budget is None else self.peak.sampled_over(self.budget.limit)
 
-    def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> "BudgetResult":
+    def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> BudgetResult:
         """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
         programs make) and the silent upcasts among them, each upcast at least defaults.UPCAST_MIN bytes."""
         ordered = sorted(buffers, key=lambda b: (-b.size, b.kind, b.instruction))

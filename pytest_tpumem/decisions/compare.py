@@ -15,8 +15,9 @@ nothing is failed for them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .. import defaults
 from ..units import SizeError, parse_size, shown_value

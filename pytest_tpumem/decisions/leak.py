@@ -43,8 +43,9 @@ all (``host=False``: read and shown only).
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from .. import defaults
 from ..readings import devices as device_readings

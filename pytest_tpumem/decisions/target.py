@@ -134,7 +134,7 @@ class TargetCheck:
         topology_devices(self.target.topology)  # a topology libtpu cannot build fails before the code runs
         self.capture = ProgramCapture(devices)  # jaxcompat.Unavailable where this jax has no hook
 
-    def __enter__(self) -> "TargetCheck":
+    def __enter__(self) -> TargetCheck:
         import jax
 
         jax.clear_caches()  # programs in jit's cache would not be lowered again, so not seen

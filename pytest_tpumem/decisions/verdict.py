@@ -25,7 +25,7 @@ class Verdict(str, enum.Enum):
         return list(Verdict).index(self)
 
     @classmethod
-    def worst(cls, verdicts: "list[Verdict]") -> "Verdict":
+    def worst(cls, verdicts: list[Verdict]) -> Verdict:
         return min(verdicts, key=lambda v: v.rank, default=cls.OK)
 
 

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .measure import Measurer
-    from .reporter import Reporter
+    pass
 
 MEASURER = pytest.StashKey["Measurer"]()
 REPORTER = pytest.StashKey["Reporter"]()

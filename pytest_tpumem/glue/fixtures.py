@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from .. import defaults
+from ..telling.files import save_leak
 from ..telling.results import message, row
 from ..telling.run import fixture_error
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
 from ..telling.words import files_not_written
-from ..telling.files import save_leak
 from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
 from .options import SETTINGS

@@ -10,7 +10,8 @@ import contextlib
 import functools
 import gc
 import sys
-from typing import Any, Generator, Iterator
+from collections.abc import Generator, Iterator
+from typing import Any
 
 import pytest
 
@@ -149,14 +150,14 @@ class Measurer:
         if plan.unswept:
             self.reporter.not_swept.add(item.nodeid)
         original = getattr(item, "obj", None)
-        wrapped = plan.leak is not None and is_unittest(item)
-        if wrapped:  # unittest calls the method it finds on the item
-            item.obj = self._leak_checked_method(item, plan, original)
+        unittest_item = item if plan.leak is not None and is_unittest(item) and isinstance(item, pytest.Function) else None
+        if unittest_item is not None:  # unittest calls the method it finds on the item
+            unittest_item.obj = self._leak_checked_method(item, plan, original)
         try:
             result = yield from self._call(item, plan)
         finally:
-            if wrapped:
-                item.obj = original
+            if unittest_item is not None:
+                unittest_item.obj = original
             self._to_benchmark(item, plan)
         self._gate(item)
         return result

@@ -5,7 +5,8 @@ Imported on every pytest run (pytest_addoption): a table and a few functions, no
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 

@@ -15,13 +15,15 @@ def expected_error(item: pytest.Item, error: BaseException) -> bool:
     try:
         from _pytest.skipping import evaluate_xfail_marks
     except ImportError:  # a pytest without it: conditions that are not strings, as pytest reads them
-        xfailed = next((m for m in item.iter_markers("xfail") if _holds(m)), None)
-        raises = None if xfailed is None else xfailed.kwargs.get("raises")
+        mark = next((m for m in item.iter_markers("xfail") if _holds(m)), None)
+        if mark is None:
+            return False
+        raises = mark.kwargs.get("raises")
     else:
         xfailed = evaluate_xfail_marks(item)
-        raises = None if xfailed is None else xfailed.raises
-    if xfailed is None:
-        return False
+        if xfailed is None:
+            return False
+        raises = xfailed.raises
     if raises is None:
         return True
     if isinstance(raises, (type, tuple)):

@@ -247,9 +247,8 @@ class Reporter:
         if self.baseline is not None:
             import os
 
-            from ..telling.comparison import comparison_lines
-
             from .. import defaults
+            from ..telling.comparison import comparison_lines
 
             comparison = self.comparison()
             name = os.path.basename(self.settings.compare_path or "")

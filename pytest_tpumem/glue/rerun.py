@@ -19,7 +19,8 @@ keeps its first run's pass, with a warning saying it could not be leak-checked.
 from __future__ import annotations
 
 import unittest
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

@@ -18,8 +18,9 @@ import contextvars
 import functools
 import inspect
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any
 
 from . import devices as device_readings
 from . import jaxcompat
@@ -156,7 +157,7 @@ class ProgramCapture:
         self._signature = inspect.signature(original)
         self._installed = False
 
-    def __enter__(self) -> "ProgramCapture":
+    def __enter__(self) -> ProgramCapture:
         original, signature, capture = self._original, self._signature, self
 
         @functools.wraps(original)  # a capture inside this one reads the lowering's signature through it

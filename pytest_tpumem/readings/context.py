@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 # Environment variables that change how much device memory a run has or takes, or which devices it sees.
@@ -15,7 +15,7 @@ _ENV_EXCLUDED = ("JAX_COORDINATOR_ADDRESS",)  # hosts, not memory
 
 def now() -> str:
     """The time as ISO 8601 with its zone (UTC), to the second."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def memory_env(environ: dict[str, str] | None = None) -> dict[str, str]:

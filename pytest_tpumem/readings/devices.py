@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
-
+from typing import Any
 
 # One reading at a time, in every thread. A walk of the live arrays holds a reference to each until
 # it ends: an array the code dropped meanwhile stays alive (and its device memory in use) until then.

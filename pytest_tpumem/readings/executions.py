@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import devices as device_readings
 from . import jaxcompat
@@ -94,7 +95,7 @@ class ExecutionWatch:
         self.needs: dict[int, Need] = {}
         self._pending = floor  # the first moment is always read
 
-    def __enter__(self) -> "ExecutionWatch":
+    def __enter__(self) -> ExecutionWatch:
         _start(self)
         return self
 
@@ -134,7 +135,7 @@ class ExecutionWatch:
 _lock = threading.Lock()
 _active: list[ExecutionWatch] = []
 _saved: dict[str, Any] = {}
-_needs: "weakref.WeakKeyDictionary[Any, Need | None]" = weakref.WeakKeyDictionary()
+_needs: weakref.WeakKeyDictionary[Any, Need | None] = weakref.WeakKeyDictionary()
 
 
 def _nbytes(x: Any) -> int:

@@ -38,9 +38,8 @@ class Frame:
 @functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[str, ...]:
     import importlib.util
-    import sysconfig
-
     import site
+    import sysconfig
 
     paths = sysconfig.get_paths()
     roots = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}

@@ -115,8 +115,7 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
     line that made it), not XLA's. Tracing slows the run; call it only once a host leak was found."""
     import tracemalloc
 
-    from .frames import is_user_file, short_path
-    from .frames import Frame
+    from .frames import Frame, is_user_file, short_path
 
     started = not tracemalloc.is_tracing()
     if started:

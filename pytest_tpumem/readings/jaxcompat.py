@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs compiled during a test
 PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a TPU-target test lowers
@@ -65,7 +66,7 @@ def _missing(feature: str) -> str | None:
 
             ok = (
                 callable(getattr(pjit, "_get_fastpath_data", None))
-                and callable(getattr(getattr(pxla, "ExecuteReplicated", None), "__call__", None))
+                and "__call__" in vars(getattr(pxla, "ExecuteReplicated", object))  # the class's own, patched by the watch
                 and callable(getattr(dispatch, "_batched_device_put_impl", None))
                 and callable(getattr(getattr(_jax, "PjitFunctionCache", None), "clear_all", None))
             )
@@ -268,7 +269,7 @@ def with_context_mesh(ctx: Any, mesh: Any) -> Any:
 
     # The state jax reads the current abstract mesh from: in jax._src.config up to 0.11, in
     # jax._src.mesh from 0.12.
-    state = getattr(config, "abstract_mesh_context_manager", None) or getattr(mesh_lib, "abstract_mesh_context_manager")
+    state = getattr(config, "abstract_mesh_context_manager", None) or mesh_lib.abstract_mesh_context_manager
     with ctx.manager:
         previous = state.swap_local(mesh)
         try:

@@ -9,7 +9,8 @@ with_sharding_constraint). What cannot be moved raises NotRetargetable with the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from . import jaxcompat
 from .capture import CapturedProgram
@@ -177,7 +178,7 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
             if concrete is None:
                 yield
             else:
-                with (getattr(jax, "set_mesh", None) or jax.sharding.use_mesh)(concrete):
+                with (getattr(jax, "set_mesh", None) or jax.sharding.use_mesh)(concrete):  # type: ignore[attr-defined]
                     yield
 
     return Retargeted(jitted, args, max(len(moved.used), 1), context)

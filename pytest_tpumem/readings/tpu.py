@@ -15,15 +15,16 @@ import functools
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..targets import Target, parse_target
 from .buffers import Buffer, largest_buffers, memory_spaces
 
 _REFUSAL = re.compile(r"required for .*?\(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)")
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_CACHE: collections.OrderedDict[Any, "HbmEstimate"] = collections.OrderedDict()  # compiled programs, by their text
+_CACHE: collections.OrderedDict[Any, HbmEstimate] = collections.OrderedDict()  # compiled programs, by their text
 _CACHE_SIZE = 256
 
 
@@ -171,7 +172,7 @@ def estimate_hbm(
         return NamedSharding(mesh, spec) if mesh is not None and isinstance(spec, PartitionSpec) else spec
 
     jit_kwargs = {}
-    default = SingleDeviceSharding(devices[0]) if mesh is None else NamedSharding(mesh, PartitionSpec())
+    default: Any = SingleDeviceSharding(devices[0]) if mesh is None else NamedSharding(mesh, PartitionSpec())
     if in_shardings is not None:
         jit_kwargs["in_shardings"] = jax.tree.map(named, in_shardings, is_leaf=lambda x: isinstance(x, PartitionSpec))
         default = None
@@ -197,7 +198,7 @@ class TopologyError(ValueError):
     """A topology libtpu cannot lay out; the message gives libtpu's reason."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def topology_devices(topology: str) -> tuple[Any, ...]:
     """The compile-only devices of a TPU topology, built by libtpu with no TPU attached."""
     import importlib.util

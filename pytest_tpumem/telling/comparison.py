@@ -4,7 +4,8 @@ missing (``compare``, and the terminal summary under --tpumem-compare). Pure: da
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..units import format_delta, format_size
 from .rows import worst_first

@@ -4,7 +4,8 @@ test merged into one row, and the terminal summary, worst first."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size

@@ -4,7 +4,8 @@ files a failing check left, and the note that live arrays stand in for device me
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 STAND_IN_NOTE = (
     "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "

@@ -62,7 +62,7 @@ def test_scan_loop():
     assert sums.shape == (8,)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def embedding_for(seed):
     return jax.random.normal(jax.random.key(seed), (N,))
 

@@ -19,7 +19,7 @@ def test_module_list_keeps_arrays():
     _kept_arrays.append(x)  # the leak: a module-level list of device arrays
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def embedding_for(seed):
     return jax.random.normal(jax.random.key(seed), (N,))
 
