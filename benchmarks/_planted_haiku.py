@@ -19,6 +19,7 @@ Options:
                           plain run the body runs once, so N is calls per run)
   --planted-off           count calls but keep nothing (the clean comparison)
 """
+
 from __future__ import annotations
 
 import functools
@@ -103,10 +104,18 @@ def _plant(cls: Any, key: str, kind: str, keep: Any) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("planted_leaks")
-    group.addoption("--planted-record", default=None, metavar="PATH",
-                    help="write {nodeid: {kind, calls}} for the planted tests that ran")
-    group.addoption("--planted-off", action="store_true", default=False,
-                    help="count calls of the planted functions but leak nothing")
+    group.addoption(
+        "--planted-record",
+        default=None,
+        metavar="PATH",
+        help="write {nodeid: {kind, calls}} for the planted tests that ran",
+    )
+    group.addoption(
+        "--planted-off",
+        action="store_true",
+        default=False,
+        help="count calls of the planted functions but leak nothing",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -151,5 +160,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     state = "off (counting only)" if _off else "on"
-    return (f"planted_leaks: {state}; device leak in haiku Linear.__call__ (16 MB/call), "
-            f"host leak in haiku LayerNorm.__call__ (20 MB/call), {len(PLANTED)} planted tests")
+    return (
+        f"planted_leaks: {state}; device leak in haiku Linear.__call__ (16 MB/call), "
+        f"host leak in haiku LayerNorm.__call__ (20 MB/call), {len(PLANTED)} planted tests"
+    )

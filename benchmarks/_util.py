@@ -38,7 +38,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def timed_run(cmd: Sequence[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
+def timed_run(
+    cmd: Sequence[str], cwd: str | None = None, env: dict | None = None
+) -> tuple[float, float, subprocess.CompletedProcess]:
     """Wall time and CPU time (user + sys, all threads) of one subprocess, and its result.
 
     CPU time is read from RUSAGE_CHILDREN around the run (runs are sequential, so the delta is
@@ -67,7 +69,7 @@ def alternate_rounds(
     cpu: dict[str, list[float]] = {k: [] for k in names}
     width = max(map(len, names))
     for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             t, c, proc = timed_run(cmd[name], cwd=cwd, env=env)
             check(name, proc)
             wall[name].append(t)

@@ -107,15 +107,24 @@ def main() -> None:
         result = run_child(",".join(order))
         params = result["params"]
         for run in result["runs"]:
-            key = (run["target"], f"{run['attempt']} ({'first' if run['target'].startswith(order[0]) else 'second'} in process)")
+            key = (
+                run["target"],
+                f"{run['attempt']} ({'first' if run['target'].startswith(order[0]) else 'second'} in process)",
+            )
             rows.setdefault((run["target"], run["attempt"]), []).append(run["seconds"])
             info[run["target"]] = (run["peak"], run["xla_peak"], run["capacity"], run["refused"])
             print(f"round {r + 1}: {key[0]:10s} {key[1]:28s} {run['seconds']:.2f} s")
     print(f"\nmodel: {params / 1e6:.1f}M parameters, adam, batch 8 x 512 tokens, float32, one device of each target")
-    print(f"{'target':10s} {'attempt':6s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  HBM per device / capacity (XLA's peak)")
+    print(
+        f"{'target':10s} {'attempt':6s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  HBM per device / capacity (XLA's peak)"
+    )
     for (target, attempt), secs in sorted(rows.items()):
         peak, xla_peak, cap, refused = info[target]
-        what = "refused by the compiler" if refused else f"{peak / 1e9:.2f} GB / {cap / 1e9:.2f} GB ({xla_peak / 1e9:.2f} GB)"
+        what = (
+            "refused by the compiler"
+            if refused
+            else f"{peak / 1e9:.2f} GB / {cap / 1e9:.2f} GB ({xla_peak / 1e9:.2f} GB)"
+        )
         print(f"{target:10s} {attempt:6s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  {what}")
     print(f"load average {os.getloadavg()[0]:.2f} after")
 

@@ -72,7 +72,10 @@ def import_cost(env: dict, runs: int) -> dict:
     for _ in range(runs):
         proc = subprocess.run(
             [PY, "-X", "importtime", "-c", "import pytest; import pytest_tpumem.plugin"],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         r = parse_importtime(proc.stderr)
         cums.append(r["cumulative_us"] / 1000)
@@ -84,8 +87,14 @@ def import_cost(env: dict, runs: int) -> dict:
         out = subprocess.run([PY, "-c", PERF], env=env, capture_output=True, text=True, check=True).stdout.split()
         perfs.append(float(out[0]) / 1000)
         jax_seen |= out[1] == "True"
-    return {"importtime_ms": cums, "self_ms": selfs, "perf_ms": perfs, "jax": jax_seen, "modules": modules,
-            "by_module": {k: statistics.median(v) for k, v in by_module.items()}}
+    return {
+        "importtime_ms": cums,
+        "self_ms": selfs,
+        "perf_ms": perfs,
+        "jax": jax_seen,
+        "modules": modules,
+        "by_module": {k: statistics.median(v) for k, v in by_module.items()},
+    }
 
 
 PROBE_CONFTEST = textwrap.dedent(
@@ -115,8 +124,9 @@ def write_tiny_suite(path: str, conftest: bool) -> None:
 
 def probe(suite: str, env: dict, extra: list[str]) -> dict:
     env = dict(env, TPUMEM_PROBE_OUT=os.path.join(suite, "probe.json"))
-    proc = subprocess.run([PY, "-m", "pytest", "-p", "no:cacheprovider", *extra], cwd=suite, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", *extra], cwd=suite, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(env["TPUMEM_PROBE_OUT"]) as f:
         return json.load(f)
@@ -166,38 +176,100 @@ def main() -> None:
         for _ in range(2):
             subprocess.run([PY, "-c", "import pytest, pytest_tpumem.plugin"], env=warm, check=True)
             subprocess.run([PY, "-m", "pytest", "-q"], cwd=tiny, env=warm, capture_output=True)
-            subprocess.run([PY, "-m", "pytest", "-q", "--tpumem"], cwd=probe_suite,
-                           env=dict(warm, TPUMEM_PROBE_OUT=os.path.join(tmp, "p.json")), capture_output=True)
+            subprocess.run(
+                [PY, "-m", "pytest", "-q", "--tpumem"],
+                cwd=probe_suite,
+                env=dict(warm, TPUMEM_PROBE_OUT=os.path.join(tmp, "p.json")),
+                capture_output=True,
+            )
 
         print("\n1. import pytest_tpumem.plugin after import pytest (fresh process each; ms)")
         rows, imports = [], {}
         for name, env in conds.items():
             r = imports[name] = import_cost(env, args.import_runs)
-            rows.append([name, spread(r["importtime_ms"], "{:.2f}"), f"{statistics.median(r['self_ms']):.2f}",
-                         spread(r["perf_ms"], "{:.2f}"), "yes" if r["jax"] else "no"])
-        print(table(["condition", "-X importtime cumulative", "self of tpumem modules", "perf_counter", "jax imported"], rows))
+            rows.append(
+                [
+                    name,
+                    spread(r["importtime_ms"], "{:.2f}"),
+                    f"{statistics.median(r['self_ms']):.2f}",
+                    spread(r["perf_ms"], "{:.2f}"),
+                    "yes" if r["jax"] else "no",
+                ]
+            )
+        print(
+            table(
+                ["condition", "-X importtime cumulative", "self of tpumem modules", "perf_counter", "jax imported"],
+                rows,
+            )
+        )
         for name, r in imports.items():
             parts = ", ".join(f"{m} {ms:.2f}" for m, ms in r["by_module"].items())
             print(f"self ms per module, median, {name}: {parts}")
 
-        print("\n2. inside a pytest run (tiny suite, not -q so --tpumem prints its header; a conftest reads sys.modules at pytest_unconfigure)")
+        print(
+            "\n2. inside a pytest run (tiny suite, not -q so --tpumem prints its header; a conftest reads sys.modules at pytest_unconfigure)"
+        )
         rows = []
-        for label, extra in (("pytest", []), ("pytest -p no:tpumem", ["-p", "no:tpumem"]), ("pytest --tpumem", ["--tpumem"])):
+        for label, extra in (
+            ("pytest", []),
+            ("pytest -p no:tpumem", ["-p", "no:tpumem"]),
+            ("pytest --tpumem", ["--tpumem"]),
+        ):
             p = probe(probe_suite, conds["no .pyc (this env)"], extra)
-            rows.append([label, p["jax"], p["jaxlib"], ", ".join(m.removeprefix("pytest_tpumem") or "pytest_tpumem" for m in p["tpumem_modules"]) or "-"])
+            rows.append(
+                [
+                    label,
+                    p["jax"],
+                    p["jaxlib"],
+                    ", ".join(m.removeprefix("pytest_tpumem") or "pytest_tpumem" for m in p["tpumem_modules"]) or "-",
+                ]
+            )
         print(table(["command", "jax in sys.modules", "jaxlib", "pytest_tpumem modules loaded"], rows))
 
-        print(f"\n3. pytest vs pytest -p no:tpumem, tiny suite (5 trivial tests), {args.rounds} alternated pairs per condition")
+        print(
+            f"\n3. pytest vs pytest -p no:tpumem, tiny suite (5 trivial tests), {args.rounds} alternated pairs per condition"
+        )
         print(f"   ({load_average()} before)")
         rows = []
         for name, env in conds.items():
             w = wall(tiny, env, args.rounds)
             med = {k: statistics.median(v) * 1000 for k, v in w["times"].items()}
             cmed = {k: statistics.median(v) * 1000 for k, v in w["cpus"].items()}
-            rows.append([name, "wall", f"{med['plain']:.0f}", f"{med['no:tpumem']:.0f}", spread(w["ratios"]), spread(w["diffs_ms"], "{:.1f}")])
-            rows.append([name, "cpu", f"{cmed['plain']:.0f}", f"{cmed['no:tpumem']:.0f}", spread(w["cpu_ratios"]), spread(w["cpu_diffs_ms"], "{:.1f}")])
-        print(table(["condition", "time", "pytest ms", "-p no:tpumem ms", "ratio plain / no:tpumem, per pair", "difference ms, per pair"], rows))
+            rows.append(
+                [
+                    name,
+                    "wall",
+                    f"{med['plain']:.0f}",
+                    f"{med['no:tpumem']:.0f}",
+                    spread(w["ratios"]),
+                    spread(w["diffs_ms"], "{:.1f}"),
+                ]
+            )
+            rows.append(
+                [
+                    name,
+                    "cpu",
+                    f"{cmed['plain']:.0f}",
+                    f"{cmed['no:tpumem']:.0f}",
+                    spread(w["cpu_ratios"]),
+                    spread(w["cpu_diffs_ms"], "{:.1f}"),
+                ]
+            )
+        print(
+            table(
+                [
+                    "condition",
+                    "time",
+                    "pytest ms",
+                    "-p no:tpumem ms",
+                    "ratio plain / no:tpumem, per pair",
+                    "difference ms, per pair",
+                ],
+                rows,
+            )
+        )
         print(f"   ({load_average()} after)")
+
 
 if __name__ == "__main__":
     main()

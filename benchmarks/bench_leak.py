@@ -54,8 +54,10 @@ def timeit(f) -> tuple[float, float]:
 def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
     runs = iterations + 1
     x = jnp.ones((256,), jnp.float32)
-    print(f"\n1. fixed cost per run: check_leaks(small, x, iterations={iterations}, warmup=1) = {runs} runs,"
-          f" vs a loop of {runs} x (call + block + jax.clear_caches()); {rounds} alternated rounds; ms per run")
+    print(
+        f"\n1. fixed cost per run: check_leaks(small, x, iterations={iterations}, warmup=1) = {runs} runs,"
+        f" vs a loop of {runs} x (call + block + jax.clear_caches()); {rounds} alternated rounds; ms per run"
+    )
     rows, parts = [], []
     devices = sources.local_devices()
     for n_live in live_levels:
@@ -65,14 +67,23 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
         check_leaks(small, x, iterations=iterations, warmup=1)
         loops, checks = [], []
         for r in range(rounds):
-            pair = [("loop", lambda: plain_loop(small, x, runs)),
-                    ("check", lambda: check_leaks(small, x, iterations=iterations, warmup=1))]
+            pair = [
+                ("loop", lambda: plain_loop(small, x, runs)),
+                ("check", lambda: check_leaks(small, x, iterations=iterations, warmup=1)),
+            ]
             for name, f in pair if r % 2 == 0 else pair[::-1]:
                 (loops if name == "loop" else checks).append(timeit(f))
         for k, clock in ((0, "wall"), (1, "cpu")):
             per_run = [(c[k] - lo[k]) / runs * 1000 for c, lo in zip(checks, loops)]
-            rows.append([n_live, clock, f"{statistics.median(lo[k] for lo in loops) / runs * 1000:.1f}",
-                         f"{statistics.median(c[k] for c in checks) / runs * 1000:.1f}", spread(per_run, "{:.1f}")])
+            rows.append(
+                [
+                    n_live,
+                    clock,
+                    f"{statistics.median(lo[k] for lo in loops) / runs * 1000:.1f}",
+                    f"{statistics.median(c[k] for c in checks) / runs * 1000:.1f}",
+                    spread(per_run, "{:.1f}"),
+                ]
+            )
 
         def med(f, k=15):  # median cpu ms of k calls
             return statistics.median(timeit(f)[1] for _ in range(k)) * 1000
@@ -83,17 +94,51 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
             frozen_gc = med(gc.collect)  # per run: only objects created since the freeze
         finally:
             gc.unfreeze()
-        parts.append([n_live, len(gc.get_objects()), f"{full_gc:.1f}", f"{frozen_gc:.2f}",
-                      f"{med(host.trim_host):.2f}", f"{med(lambda: leak._settle(None)):.2f}",
-                      f"{med(lambda: leak._read(devices)):.2f}", f"{med(jax.live_arrays):.2f}"])
+        parts.append(
+            [
+                n_live,
+                len(gc.get_objects()),
+                f"{full_gc:.1f}",
+                f"{frozen_gc:.2f}",
+                f"{med(host.trim_host):.2f}",
+                f"{med(lambda: leak._settle(None)):.2f}",
+                f"{med(lambda: leak._read(devices)):.2f}",
+                f"{med(jax.live_arrays):.2f}",
+            ]
+        )
         del held
         gc.collect()
-    print(table(["extra live arrays", "clock", "loop ms/run", "check ms/run", "fixed cost ms/run (check - loop), per round"], rows))
-    print("\n   pieces check_leaks adds (once per check: full gc.collect, then gc.freeze; each run: _settle, then _cleanup:"
-          " gc.collect of the unfrozen objects, clear_caches, host.trim_host; then _read), cpu ms, median of 15:")
-    print(table(["extra live arrays", "gc-tracked objects", "gc.collect() full (once)", "gc.collect() frozen (per run)",
-                 "host.trim_host() (malloc_trim)", "leak._settle(None) (wait live arrays + effects)",
-                 "leak._read() (live arrays + stats + RSS)", "jax.live_arrays() alone"], parts))
+    print(
+        table(
+            [
+                "extra live arrays",
+                "clock",
+                "loop ms/run",
+                "check ms/run",
+                "fixed cost ms/run (check - loop), per round",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\n   pieces check_leaks adds (once per check: full gc.collect, then gc.freeze; each run: _settle, then _cleanup:"
+        " gc.collect of the unfrozen objects, clear_caches, host.trim_host; then _read), cpu ms, median of 15:"
+    )
+    print(
+        table(
+            [
+                "extra live arrays",
+                "gc-tracked objects",
+                "gc.collect() full (once)",
+                "gc.collect() frozen (per run)",
+                "host.trim_host() (malloc_trim)",
+                "leak._settle(None) (wait live arrays + effects)",
+                "leak._read() (live arrays + stats + RSS)",
+                "jax.live_arrays() alone",
+            ],
+            parts,
+        )
+    )
 
 
 def make_chain(k: int):
@@ -137,8 +182,10 @@ def one_second_body(rounds: int) -> None:
         for name, g in pair if r % 2 == 0 else pair[::-1]:
             jax.clear_caches()
             m[name].append(timeit(g))
-    print(f"\n2. default check_leaks(body) (iterations=3, warmup=1: 4 runs, clear_caches between) where body calls a "
-          f"{k}-link unrolled jitted chain; {rounds} rounds; seconds, median [IQR] (min, max)")
+    print(
+        f"\n2. default check_leaks(body) (iterations=3, warmup=1: 4 runs, clear_caches between) where body calls a "
+        f"{k}-link unrolled jitted chain; {rounds} rounds; seconds, median [IQR] (min, max)"
+    )
     rows = []
     for k_, clock in ((0, "wall"), (1, "cpu")):
         col = {n: [v[k_] for v in vs] for n, vs in m.items()}
@@ -148,8 +195,16 @@ def one_second_body(rounds: int) -> None:
             [clock, "body, second call (cached)", spread(col["warm"], "{:.4f}")],
             [clock, "plain loop: 4 x (body + clear_caches)", spread(col["loop4"])],
             [clock, "check_leaks(body) total", spread(col["check"])],
-            [clock, "ADDED to the test: check - first call", spread([c - t for c, t in zip(col["check"], col["first"])])],
-            [clock, "check - plain loop of 4 (fixed cost, 4 runs)", spread([c - lo for c, lo in zip(col["check"], col["loop4"])])],
+            [
+                clock,
+                "ADDED to the test: check - first call",
+                spread([c - t for c, t in zip(col["check"], col["first"])]),
+            ],
+            [
+                clock,
+                "check - plain loop of 4 (fixed cost, 4 runs)",
+                spread([c - lo for c, lo in zip(col["check"], col["loop4"])]),
+            ],
         ]
     print(table(["clock", "measure", "seconds"], rows))
 

@@ -64,14 +64,32 @@ def make_venv(path: str) -> None:
 
 
 def suite_dir(python: str) -> str:
-    out = subprocess.run([python, "-c", "import optax, os; print(os.path.dirname(optax.__file__))"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, "-c", "import optax, os; print(os.path.dirname(optax.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return os.path.join(out.stdout.strip(), "_src")
 
 
 def profile(python: str, args: list[str], env: dict, workdir: str) -> None:
     """One budget run under cProfile: the plugin's functions by cumulative time."""
     out = os.path.join(workdir, "budget.prof")
-    cmd = [python, "-m", "cProfile", "-o", out, "-m", "pytest", "-q", "-p", "no:cacheprovider", *VARIANTS["budget"], *args]
+    cmd = [
+        python,
+        "-m",
+        "cProfile",
+        "-o",
+        out,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *VARIANTS["budget"],
+        *args,
+    ]
     subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     stats = pstats.Stats(out)
     total = stats.total_tt
@@ -80,8 +98,15 @@ def profile(python: str, args: list[str], env: dict, workdir: str) -> None:
         if "pytest_tpumem" in path and ct / total > 0.002:
             rows.append((ct, f"{os.path.relpath(path, REPO)}:{line} {name}"))
     rows.sort(reverse=True)
-    print(f"\nwhere the time goes (cProfile of one budget run, {total:.1f} s of CPU in the main thread; the sampler thread is not profiled)")
-    print(table(["cumulative s", "share", "function"], [[f"{ct:.2f}", f"{ct / total:.1%}", where] for ct, where in rows[:15]]))
+    print(
+        f"\nwhere the time goes (cProfile of one budget run, {total:.1f} s of CPU in the main thread; the sampler thread is not profiled)"
+    )
+    print(
+        table(
+            ["cumulative s", "share", "function"],
+            [[f"{ct:.2f}", f"{ct / total:.1%}", where] for ct, where in rows[:15]],
+        )
+    )
 
 
 def main() -> None:
@@ -106,15 +131,37 @@ def main() -> None:
     env.pop("XLA_FLAGS", None)  # optax's sharding tests set their own device count
     # The plugin from this checkout: by its entry point where the interpreter sees one (an editable
     # install's metadata in the checkout), else named with -p.
-    seen = subprocess.run(
-        [args.python, "-c", "from importlib.metadata import entry_points; print(any(e.name == 'tpumem' for e in entry_points(group='pytest11')))"],
-        capture_output=True, text=True, env=env,
-    ).stdout.strip() == "True"
+    seen = (
+        subprocess.run(
+            [
+                args.python,
+                "-c",
+                "from importlib.metadata import entry_points; print(any(e.name == 'tpumem' for e in entry_points(group='pytest11')))",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
+        == "True"
+    )
     load = [] if seen else ["-p", "pytest_tpumem.plugin"]
-    versions = subprocess.run([args.python, "-c", "import jax, optax, pytest, sys; print(sys.version.split()[0], jax.__version__, optax.__version__, pytest.__version__)"], capture_output=True, text=True, env=env).stdout.split()
-    print(f"interpreter {args.python}: Python {versions[0]}, jax {versions[1]}, optax {versions[2]}, pytest {versions[3]}; {os.cpu_count()} cores")
+    versions = subprocess.run(
+        [
+            args.python,
+            "-c",
+            "import jax, optax, pytest, sys; print(sys.version.split()[0], jax.__version__, optax.__version__, pytest.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.split()
+    print(
+        f"interpreter {args.python}: Python {versions[0]}, jax {versions[1]}, optax {versions[2]}, pytest {versions[3]}; {os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="tpumem-bench-real-") as workdir:
-        cmd = {n: [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load, *VARIANTS[n], *files] for n in names}
+        cmd = {
+            n: [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load, *VARIANTS[n], *files] for n in names
+        }
         _, _, first = timed_run(cmd["plain"], cwd=workdir, env=env)  # file-system caches, and the test count
         m = re.search(r"(\d+) passed", first.stdout)
         if first.returncode != 0 or not m:
@@ -122,6 +169,7 @@ def main() -> None:
         n = int(m.group(1))
         print(f"suite: {n} tests in {len(files)} files of {src}; {args.rounds} rounds, order rotated each round")
         print(f"({load_average()} before)")
+
         def check(name: str, proc: subprocess.CompletedProcess) -> None:
             passed = re.search(r"(\d+) passed", proc.stdout)
             if proc.returncode != 0 or not passed or int(passed.group(1)) != n:
@@ -133,9 +181,28 @@ def main() -> None:
             rw = per_round(wall[name], wall["plain"])
             rc = per_round(cpu[name], cpu["plain"])
             per_test = [(a - b) / n * 1000 for a, b in zip(wall[name], wall["plain"])]
-            rows.append([name, f"{statistics.median(wall[name]):.2f}", spread(rw), spread(rc), f"{statistics.median(per_test):+.1f}"])
+            rows.append(
+                [
+                    name,
+                    f"{statistics.median(wall[name]):.2f}",
+                    spread(rw),
+                    spread(rc),
+                    f"{statistics.median(per_test):+.1f}",
+                ]
+            )
         print()
-        print(table(["variant", "wall s (median)", "wall ratio vs plain, per round", "cpu ratio vs plain, per round", "ms/test (wall)"], rows))
+        print(
+            table(
+                [
+                    "variant",
+                    "wall s (median)",
+                    "wall ratio vs plain, per round",
+                    "cpu ratio vs plain, per round",
+                    "ms/test (wall)",
+                ],
+                rows,
+            )
+        )
         print(f"({load_average()} after)")
         if not args.no_profile:
             profile(args.python, [*load, *files], env, workdir)

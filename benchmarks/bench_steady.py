@@ -166,7 +166,11 @@ def series_growth(entry: dict, which: str) -> int | None:
 
 
 def run_once(args: list[str], cwd: str, env: dict, report: str) -> tuple[float, dict]:
-    wall, _, proc = timed_run([PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tpumem", f"--tpumem-json={report}", *args], cwd=cwd, env=env)
+    wall, _, proc = timed_run(
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tpumem", f"--tpumem-json={report}", *args],
+        cwd=cwd,
+        env=env,
+    )
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     with open(report) as f:
@@ -190,7 +194,10 @@ def main() -> None:
         suites = {
             "examples": (["examples/"], ROOT),
             "cases": ([".", "--tpumem-leak-check=marked"], cases),
-            "cases under the sweep": (["test_peaks.py", "test_train_step.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"], cases),
+            "cases under the sweep": (
+                ["test_peaks.py", "test_train_step.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"],
+                cases,
+            ),
         }
         seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         walls: dict[str, list[float]] = defaultdict(list)
@@ -210,7 +217,9 @@ def main() -> None:
                         seen[key]["malloc"].append(series_growth(e, "host malloc"))
                         seen[key]["other"].append(series_growth(e, "host other"))
                         seen[key]["rss"].append(series_growth(e, "host RSS"))
-                print(f"  run {r + 1}/{a.runs} done ({time.perf_counter() - began:.0f} s; {load_average()})", flush=True)
+                print(
+                    f"  run {r + 1}/{a.runs} done ({time.perf_counter() - began:.0f} s; {load_average()})", flush=True
+                )
     rows, false_failures = [], 0
     moved: dict[str, list[float]] = {"peak": [], "device": [], "malloc": [], "other": []}
     for key, figures in sorted(seen.items()):
@@ -230,7 +239,20 @@ def main() -> None:
             cells.append(f"{lo / MB:.3f}" if lo == hi else f"{lo / MB:.3f} to {hi / MB:.3f}")
         rows.append((key, verdicts, *cells))
     print()
-    print(table(("test", "verdicts", "peak MB", "device growth MB/iter", "host malloc MB/iter", "host other MB/iter", "host RSS MB/iter (shown only)"), rows))
+    print(
+        table(
+            (
+                "test",
+                "verdicts",
+                "peak MB",
+                "device growth MB/iter",
+                "host malloc MB/iter",
+                "host other MB/iter",
+                "host RSS MB/iter (shown only)",
+            ),
+            rows,
+        )
+    )
     print()
     rates = []
     for key, figures in sorted(seen.items()):
@@ -238,13 +260,17 @@ def main() -> None:
             if key.endswith("::" + name):
                 got = [g for g in figures["growth"] if g is not None]
                 worst = max(abs(g - true) / true for g in got)
-                rates.append((key, f"{true / MB:.1f}", f"{min(got) / MB:.2f}-{max(got) / MB:.2f}", f"{100 * worst:.2f}%"))
+                rates.append(
+                    (key, f"{true / MB:.1f}", f"{min(got) / MB:.2f}-{max(got) / MB:.2f}", f"{100 * worst:.2f}%")
+                )
     print(table(("planted leak", "true MB/iter", "reported MB/iter", "worst error"), rates))
     print()
     print(f"false failures (clean tests that did not pass): {false_failures}")
     for figure, spreads in moved.items():
         n = sum(1 for d in spreads if d)
-        print(f"{figure}: {n} of {len(spreads)} clean tests' figures moved between runs; largest spread {max(spreads, default=0) / 1e3:.1f} kB")
+        print(
+            f"{figure}: {n} of {len(spreads)} clean tests' figures moved between runs; largest spread {max(spreads, default=0) / 1e3:.1f} kB"
+        )
     for suite, w in walls.items():
         print(f"{suite}: {len(w)} runs, wall {min(w):.1f}-{max(w):.1f} s")
 

@@ -121,7 +121,10 @@ def tracker_cost(reps: int = 60) -> None:
     for i in range(reps):  # interleaved
         for k, f in cases.items():
             res[k].append(timed(lambda f=f, i=i: f(i)))
-    rows = [[k, f"{statistics.median(w for w, _ in v):.2f}", f"{statistics.median(c for _, c in v):.2f}"] for k, v in res.items()]
+    rows = [
+        [k, f"{statistics.median(w for w, _ in v):.2f}", f"{statistics.median(c for _, c in v):.2f}"]
+        for k, v in res.items()
+    ]
     print(f"\nper-test cost of the measurement, in one process ({reps} interleaved reps, median ms)")
     print(table(["what", "wall ms", "cpu ms"], rows))
 
@@ -148,6 +151,7 @@ def main() -> None:
         cmd = {name: [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra] for name, extra in variants.items()}
         # One unmeasured run of the base suite: file-system caches.
         timed_run(cmd["base"], cwd=suite, env=env)
+
         def check(name: str, proc: subprocess.CompletedProcess) -> None:
             m = re.search(r"(\d+) passed", proc.stdout)
             if proc.returncode != 0 or not m or int(m.group(1)) != n:
@@ -163,16 +167,30 @@ def main() -> None:
             rw = per_round(wall[name], wall["base"])
             rc = per_round(cpu[name], cpu["base"])
             per_test = [(a - b) / n * 1000 for a, b in zip(wall[name], wall["base"])]
-            rows.append([
-                name,
-                " ".join(variants[name]) or "-",
-                f"{statistics.median(wall[name]):.2f}",
-                spread(rw),
-                spread(rc),
-                f"{statistics.median(per_test):+.2f}",
-            ])
+            rows.append(
+                [
+                    name,
+                    " ".join(variants[name]) or "-",
+                    f"{statistics.median(wall[name]):.2f}",
+                    spread(rw),
+                    spread(rc),
+                    f"{statistics.median(per_test):+.2f}",
+                ]
+            )
         print()
-        print(table(["variant", "extra options", "wall s (median)", "wall ratio vs base, per round", "cpu ratio vs base, per round", "ms/test vs base (wall)"], rows))
+        print(
+            table(
+                [
+                    "variant",
+                    "extra options",
+                    "wall s (median)",
+                    "wall ratio vs base, per round",
+                    "cpu ratio vs base, per round",
+                    "ms/test vs base (wall)",
+                ],
+                rows,
+            )
+        )
         print(f"({load_average()} after)")
     tracker_cost()
 

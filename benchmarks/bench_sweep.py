@@ -68,8 +68,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--files", default=",".join(FILES), help="test files to run, relative to --root")
     ap.add_argument("--root", help="where the test files are (default: optax/_src of --python's optax)")
-    ap.add_argument("--clear-caches", action="store_true", help="add the variant that clears jax's caches after every run")
-    ap.add_argument("--threshold", default=None, help="the sweep's --tpumem-leak-threshold (default: the plugin's, 100MB; 10MB is the smallest the README documents)")
+    ap.add_argument(
+        "--clear-caches", action="store_true", help="add the variant that clears jax's caches after every run"
+    )
+    ap.add_argument(
+        "--threshold",
+        default=None,
+        help="the sweep's --tpumem-leak-threshold (default: the plugin's, 100MB; 10MB is the smallest the README documents)",
+    )
     ap.add_argument("--label", default="optax", help="the suite's name, for the output")
     args = ap.parse_args()
     src = args.root or suite_dir(args.python)
@@ -77,23 +83,48 @@ def main() -> None:
     env = base_env()
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("XLA_FLAGS", None)
-    seen = subprocess.run(
-        [args.python, "-c", "from importlib.metadata import entry_points; print(any(e.name == 'tpumem' for e in entry_points(group='pytest11')))"],
-        capture_output=True, text=True, env=env,
-    ).stdout.strip() == "True"
+    seen = (
+        subprocess.run(
+            [
+                args.python,
+                "-c",
+                "from importlib.metadata import entry_points; print(any(e.name == 'tpumem' for e in entry_points(group='pytest11')))",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
+        == "True"
+    )
     load = [] if seen else ["-p", "pytest_tpumem.plugin"]
     versions = subprocess.run(
-        [args.python, "-c", "import jax, pytest, sys; print(sys.version.split()[0], jax.__version__, pytest.__version__)"],
-        capture_output=True, text=True, env=env,
+        [
+            args.python,
+            "-c",
+            "import jax, pytest, sys; print(sys.version.split()[0], jax.__version__, pytest.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     ).stdout.split()
     print(f"suite {args.label}: {len(files)} files under {src}")
-    print(f"interpreter {args.python}: Python {versions[0]}, jax {versions[1]}, pytest {versions[2]}; {os.cpu_count()} cores")
+    print(
+        f"interpreter {args.python}: Python {versions[0]}, jax {versions[1]}, pytest {versions[2]}; {os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="tpumem-bench-sweep-") as workdir:
         report_path = os.path.join(workdir, "sweep.json")
         base = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *load]
         cmd = {
             "plain": [*base, *files],
-            "sweep": [*base, "--tpumem", "--tpumem-leak-check=all", *([f"--tpumem-leak-threshold={args.threshold}"] if args.threshold else []), "--tpumem-json", report_path, *files],
+            "sweep": [
+                *base,
+                "--tpumem",
+                "--tpumem-leak-check=all",
+                *([f"--tpumem-leak-threshold={args.threshold}"] if args.threshold else []),
+                "--tpumem-json",
+                report_path,
+                *files,
+            ],
         }
         if args.clear_caches:  # the same sweep with jax.clear_caches() after every run, via a conftest-free plugin
             cmd["sweep-clear"] = [*base, "-p", "_sweep_clear", "--tpumem", "--tpumem-leak-check=all", *files]
@@ -104,7 +135,9 @@ def main() -> None:
             m = re.search(r"(\d+) passed", proc.stdout)
             counts[name] = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
             if not m:
-                sys.exit(f"{name}: no test passed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+                sys.exit(
+                    f"{name}: no test passed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                )
             if name == "sweep" and proc.returncode != 0:
                 failed = re.findall(r"^FAILED (\S+)", proc.stdout, re.M)
                 print(f"  sweep failed {len(failed)} test(s): {failed}", flush=True)
@@ -113,15 +146,37 @@ def main() -> None:
         wall, cpu = alternate_rounds(cmd, args.rounds, check, cwd=args.root or workdir, env=env)
         print(f"({load_average()} after)")
         print()
-        print(table(
-            ["variant", "wall s (median)", "wall ratio vs plain, per round", "cpu ratio vs plain, per round", "last line"],
-            [[n, f"{statistics.median(wall[n]):.1f}", spread(per_round(wall[n], wall["plain"])), spread(per_round(cpu[n], cpu["plain"])), counts[n]] for n in cmd],
-        ))
+        print(
+            table(
+                [
+                    "variant",
+                    "wall s (median)",
+                    "wall ratio vs plain, per round",
+                    "cpu ratio vs plain, per round",
+                    "last line",
+                ],
+                [
+                    [
+                        n,
+                        f"{statistics.median(wall[n]):.1f}",
+                        spread(per_round(wall[n], wall["plain"])),
+                        spread(per_round(cpu[n], cpu["plain"])),
+                        counts[n],
+                    ]
+                    for n in cmd
+                ],
+            )
+        )
         with open(report_path) as f:
             report = json.load(f)
         tests = report["tests"]
-        print(f"\nsweep report: {len(tests)} tests leak-checked, verdicts: "
-              + ", ".join(f"{v} {sum(1 for t in tests.values() if t['verdict'] == v)}" for v in sorted({t['verdict'] for t in tests.values()})))
+        print(
+            f"\nsweep report: {len(tests)} tests leak-checked, verdicts: "
+            + ", ".join(
+                f"{v} {sum(1 for t in tests.values() if t['verdict'] == v)}"
+                for v in sorted({t["verdict"] for t in tests.values()})
+            )
+        )
         rows = []
         for mb in THRESHOLDS:
             dev = would_fail(report, mb * 10**6, device=True)
@@ -132,9 +187,20 @@ def main() -> None:
         confirmed = [t for t, e in tests.items() for c in e["checks"] if c.get("confirmed_by")]
         print(f"\nconfirmed (more runs, caches cleared): {len(confirmed)} tests {confirmed[:10]}")
         for name in ("host malloc", "host RSS"):
-            growths = sorted((s["growth"] for t in tests.values() for c in t["checks"] for n, s in c.get("series", {}).items() if n == name), reverse=True)
+            growths = sorted(
+                (
+                    s["growth"]
+                    for t in tests.values()
+                    for c in t["checks"]
+                    for n, s in c.get("series", {}).items()
+                    if n == name
+                ),
+                reverse=True,
+            )
             if growths:
-                print(f"\n{name} growth per iteration, as judged: max {growths[0] / 1e6:.2f}MB, top 5 {[round(g / 1e6, 2) for g in growths[:5]]} MB")
+                print(
+                    f"\n{name} growth per iteration, as judged: max {growths[0] / 1e6:.2f}MB, top 5 {[round(g / 1e6, 2) for g in growths[:5]]} MB"
+                )
         for nodeid, growth, name in sorted(would_fail(report, 10**6, device=False), key=lambda x: -x[1])[:10]:
             print(f"  {growth / 1e6:6.2f}MB  {name:10s} {nodeid}")
         for nodeid, growth, name in sorted(would_fail(report, 10**6, device=True), key=lambda x: -x[1])[:10]:

@@ -37,10 +37,18 @@ from _util import base_env, load_average, machine, table  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FILES = [
-    "haiku/_src/basic_test.py", "haiku/_src/batch_norm_test.py", "haiku/_src/bias_test.py",
-    "haiku/_src/depthwise_conv_test.py", "haiku/_src/embed_test.py", "haiku/_src/group_norm_test.py",
-    "haiku/_src/initializers_test.py", "haiku/_src/layer_norm_test.py", "haiku/_src/moving_averages_test.py",
-    "haiku/_src/pool_test.py", "haiku/_src/rms_norm_test.py", "haiku/_src/nets/mlp_test.py",
+    "haiku/_src/basic_test.py",
+    "haiku/_src/batch_norm_test.py",
+    "haiku/_src/bias_test.py",
+    "haiku/_src/depthwise_conv_test.py",
+    "haiku/_src/embed_test.py",
+    "haiku/_src/group_norm_test.py",
+    "haiku/_src/initializers_test.py",
+    "haiku/_src/layer_norm_test.py",
+    "haiku/_src/moving_averages_test.py",
+    "haiku/_src/pool_test.py",
+    "haiku/_src/rms_norm_test.py",
+    "haiku/_src/nets/mlp_test.py",
 ]
 PER_CALL = {"device": 16_000_000, "host": 20_000_000}
 SWEEP = ["--tpumem", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"]
@@ -49,19 +57,31 @@ SWEEP = ["--tpumem", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"]
 def make_venv(path: str) -> None:
     subprocess.run([sys.executable, "-m", "venv", path], check=True)
     pip = [os.path.join(path, "bin", "pip"), "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "jax==0.10.2", "jaxlib==0.10.2", "dm-haiku==0.0.16", "chex==0.1.92", "pytest==9.2.0"], check=True)
+    subprocess.run(
+        [*pip, "jax==0.10.2", "jaxlib==0.10.2", "dm-haiku==0.0.16", "chex==0.1.92", "pytest==9.2.0"], check=True
+    )
     subprocess.run([*pip, "-e", REPO], check=True)
     print(f"built {path}; run: python {sys.argv[0]} --python {path}/bin/python")
 
 
 def site_packages(python: str) -> str:
-    return subprocess.run([python, "-c", "import haiku, os; print(os.path.dirname(os.path.dirname(haiku.__file__)))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import haiku, os; print(os.path.dirname(os.path.dirname(haiku.__file__)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def pytest_run(python: str, root: str, env: dict, args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     began = time.perf_counter()
-    proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=root, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return time.perf_counter() - began, proc
@@ -89,7 +109,10 @@ def main() -> None:
     print(f"suite: dm-haiku's tests, {len(FILES)} files under {root}")
     print("load:", "none" if a.no_load else describe(2, 300))
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tpumem-third-party-") as tmp, (background_load() if not a.no_load else contextlib.nullcontext()):
+    with (
+        tempfile.TemporaryDirectory(prefix="tpumem-third-party-") as tmp,
+        background_load() if not a.no_load else contextlib.nullcontext(),
+    ):
         print(load_average())
         verdicts = []
         for run in (1, 2):
@@ -98,7 +121,9 @@ def main() -> None:
             tests = json.load(open(report))["tests"]
             bad = {t: e["verdict"] for t, e in tests.items() if e["verdict"] != "ok"}
             verdicts.append({t: e["verdict"] for t, e in tests.items()})
-            print(f"clean sweep {run}: {len(tests)} tests checked in {wall:.0f} s, {proc.stdout.strip().splitlines()[-1]}; not ok: {bad or 'none'}")
+            print(
+                f"clean sweep {run}: {len(tests)} tests checked in {wall:.0f} s, {proc.stdout.strip().splitlines()[-1]}; not ok: {bad or 'none'}"
+            )
             problems += [f"clean sweep {run}: {t} {v}" for t, v in bad.items()]
         if verdicts[0] != verdicts[1]:
             problems.append("the two clean sweeps gave different verdicts")
@@ -108,21 +133,52 @@ def main() -> None:
         rows = []
         for run in (1, 2):
             report = os.path.join(tmp, f"planted{run}.json")
-            wall, proc = pytest_run(a.python, root, env, ["-p", "_planted_haiku", *SWEEP, f"--tpumem-json={report}", *FILES])
+            wall, proc = pytest_run(
+                a.python, root, env, ["-p", "_planted_haiku", *SWEEP, f"--tpumem-json={report}", *FILES]
+            )
             tests = json.load(open(report))["tests"]
             print(f"planted sweep {run}: {wall:.0f} s, {proc.stdout.strip().splitlines()[-1]}")
             for nodeid, c in sorted(calls.items()):
                 true = PER_CALL[c["kind"]] * c["calls"]
                 e = tests[nodeid]
                 error = (e["growth"] - true) / true if e.get("growth") is not None else float("inf")
-                rows.append((run, nodeid.split("::", 1)[1], c["kind"], c["calls"], f"{true / 1e6:.1f}", f"{(e.get('growth') or 0) / 1e6:.3f}", f"{100 * error:+.3f}%", e["verdict"], e["growth_source"]))
+                rows.append(
+                    (
+                        run,
+                        nodeid.split("::", 1)[1],
+                        c["kind"],
+                        c["calls"],
+                        f"{true / 1e6:.1f}",
+                        f"{(e.get('growth') or 0) / 1e6:.3f}",
+                        f"{100 * error:+.3f}%",
+                        e["verdict"],
+                        e["growth_source"],
+                    )
+                )
                 if e["verdict"] != "leak" or abs(error) > 0.02:
-                    problems.append(f"planted sweep {run}: {nodeid} {e['verdict']} growth {e.get('growth')} for a true {true}")
+                    problems.append(
+                        f"planted sweep {run}: {nodeid} {e['verdict']} growth {e.get('growth')} for a true {true}"
+                    )
             others = {t: e["verdict"] for t, e in tests.items() if t not in calls and e["verdict"] != "ok"}
             problems += [f"planted sweep {run}: {t} {v} (not planted)" for t, v in others.items()]
         print(load_average())
     print()
-    print(table(("run", "planted test", "kind", "calls/run", "true MB/run", "reported MB/run", "error", "verdict", "source"), rows))
+    print(
+        table(
+            (
+                "run",
+                "planted test",
+                "kind",
+                "calls/run",
+                "true MB/run",
+                "reported MB/run",
+                "error",
+                "verdict",
+                "source",
+            ),
+            rows,
+        )
+    )
     print()
     print("problems: " + ("none" if not problems else "\n  " + "\n  ".join(problems)))
     sys.exit(1 if problems else 0)

@@ -43,7 +43,9 @@ def parse_target(name: object, *, what: str = "target") -> Target:
     m = _NAME.match(name.strip().lower()) if isinstance(name, str) else None
     if not m or m["gen"] not in GENERATIONS:
         known = ", ".join(GENERATIONS)
-        raise TargetError(f"{what}: {name!r} is not a TPU target; use one of {known}, optionally with a topology (v5e:2x2, v6e:4x4)")
+        raise TargetError(
+            f"{what}: {name!r} is not a TPU target; use one of {known}, optionally with a topology (v5e:2x2, v6e:4x4)"
+        )
     hbm, device, per_chip, default_topo = GENERATIONS[m["gen"]]
     topo = m["topo"] or default_topo
     return Target(m["gen"], f"{m['gen']}:{topo}", hbm, device, per_chip)

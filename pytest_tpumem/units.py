@@ -18,7 +18,10 @@ _UNITS = {
     "GiB": 2**30,
     "TiB": 2**40,
 }
-ACCEPTED = 'an int of bytes or a string with a unit: "512MB", "20GB" (10^9), "1.5GiB" (2^30), "64B"; units: ' + ", ".join(_UNITS)
+ACCEPTED = (
+    'an int of bytes or a string with a unit: "512MB", "20GB" (10^9), "1.5GiB" (2^30), "64B"; units: '
+    + ", ".join(_UNITS)
+)
 _SIZE = r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$"  # ASCII digits only: "١٢MB" is not a size  # compiled (and cached by re) on first use, not at import
 
 
@@ -42,7 +45,7 @@ def _unknown_unit(unit: str, value: str, number: str) -> str:
         binary = guess[0].upper() + "iB" if guess != "kB" else "KiB"
         return (
             f"unknown unit {unit!r} in {value!r}: write {number}{guess} ({guess} is 10^{_POWER[guess]} bytes) or "
-            f"{number}{binary} (2^{_POWER[guess] // 3 * 10}); XLA's messages (\"19.54G\") count in {binary}"
+            f'{number}{binary} (2^{_POWER[guess] // 3 * 10}); XLA\'s messages ("19.54G") count in {binary}'
         )
     return f"unknown unit {unit!r} in {value!r}; units are case-sensitive: {', '.join(_UNITS)}"
 
@@ -82,7 +85,9 @@ def parse_size(value: object, *, what: str = "size", allow_zero: bool = False) -
     if n > MAX_SIZE:
         raise SizeError(f"{what}: {shown_value(value)} is larger than any memory (at most {MAX_SIZE} bytes)")
     if n < 0 or (n == 0 and not allow_zero):
-        raise SizeError(f"{what}: {value!r} must be {'at least 0' if allow_zero else 'more than 0'} bytes; expected {ACCEPTED}")
+        raise SizeError(
+            f"{what}: {value!r} must be {'at least 0' if allow_zero else 'more than 0'} bytes; expected {ACCEPTED}"
+        )
     return n
 
 

@@ -31,7 +31,9 @@ def test_leaking_is_a_bool_and_the_series_are_named():
 
 
 def test_a_function_that_is_not_callable_is_one_clear_error():
-    with pytest.raises(ValueError, match=r"^fn=Array\(\[1\., 1\., 1\.\], dtype=float32\) is not callable; pass the function"):
+    with pytest.raises(
+        ValueError, match=r"^fn=Array\(\[1\., 1\., 1\.\], dtype=float32\) is not callable; pass the function"
+    ):
         check_leaks(jnp.ones(3))
 
 
@@ -46,7 +48,9 @@ def test_the_fixture_given_an_array_fails_with_one_line(pytester):
     )
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["leak_check(...): fn=Array(*) is not callable; pass the function to run, then its arguments"])
+    result.stdout.fnmatch_lines(
+        ["leak_check(...): fn=Array(*) is not callable; pass the function to run, then its arguments"]
+    )
     out = result.stdout.str()
     assert "Traceback" not in out and "pytest_tpumem/" not in out and "During handling" not in out
 
@@ -93,7 +97,9 @@ def test_a_target_check_inside_another_records_the_same_programs():
 def test_a_tracker_stopped_before_it_started_says_so():
     from pytest_tpumem import PeakTracker
 
-    with pytest.raises(RuntimeError, match=r"^PeakTracker.stop\(\) before start\(\): call tracker = PeakTracker\(\).start\(\) first$"):
+    with pytest.raises(
+        RuntimeError, match=r"^PeakTracker.stop\(\) before start\(\): call tracker = PeakTracker\(\).start\(\) first$"
+    ):
         PeakTracker().stop()
 
 

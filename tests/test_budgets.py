@@ -74,7 +74,9 @@ def test_default_budget_and_marker_wins(pytester):
     )
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-max-hbm=30MB")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (--tpumem-max-hbm / ini tpumem_max_hbm)*"])
+    result.stdout.fnmatch_lines(
+        ["max_hbm: peak 40.0MB on cpu:0 is over the budget of 30.0MB (--tpumem-max-hbm / ini tpumem_max_hbm)*"]
+    )
     pytester.makeini("[pytest]\ntpumem = true\ntpumem_max_hbm = 30MB\n")
     pytester.runpytest_subprocess().assert_outcomes(passed=1, failed=1)
 
@@ -126,7 +128,13 @@ def test_leak_marker_and_budget_together(pytester):
     )
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["leak_check: cpu:0 live arrays grew 4.0MB/iteration*", "*= tpumem =*", "leak *cpu:0 4.0MB*1.0GB*4.0MB*test_both"])
+    result.stdout.fnmatch_lines(
+        [
+            "leak_check: cpu:0 live arrays grew 4.0MB/iteration*",
+            "*= tpumem =*",
+            "leak *cpu:0 4.0MB*1.0GB*4.0MB*test_both",
+        ]
+    )
 
 
 def test_a_test_that_fails_on_its_own_keeps_its_error_and_gets_the_budget_in_its_section(pytester):
@@ -191,7 +199,9 @@ def test_a_budgeted_test_gets_the_same_verdict_alone_and_after_a_warm_up(pyteste
     pytester.makepyfile(test_order=ORDER)
     args = ["--tpumem", "-p", "no:cacheprovider", "--tpumem-max-hbm=1GB", f"--tpumem-recompile={recompile}"]
     after = pytester.runpytest_subprocess(*args)
-    alone = {name: pytester.runpytest_subprocess(*args, "-k", name) for name in ("test_2_budgeted", "test_3_default_budget")}
+    alone = {
+        name: pytester.runpytest_subprocess(*args, "-k", name) for name in ("test_2_budgeted", "test_3_default_budget")
+    }
     for name, run in alone.items():
         assert _row(run, name) == _row(after, name), f"{name} alone vs after the warm-up ({recompile})"
     budgeted = _row(after, "test_2_budgeted")
@@ -226,7 +236,10 @@ def _section(out, name):
     """The report section of test ``name`` in -rA output: from its header line to the next one."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip("_ ") == name and line.startswith("_"))
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("____") or lines[i].startswith("====")), len(lines))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("____") or lines[i].startswith("====")),
+        len(lines),
+    )
     return "\n".join(lines[start:end])
 
 
@@ -262,7 +275,10 @@ def test_a_leak_checked_budget_is_the_peak_of_its_first_run(pytester):
     out = result.stdout.str()
     for name in ("test_cleared_after_every_run", "test_kept", "test_no_leak_check"):
         section = _section(out, name)
-        assert "max_hbm: peak 8.0MB on cpu:0 is over the budget of 6.0MB (max_hbm('6MB')), judged by program jit(<lambda>)" in section, section
+        assert (
+            "max_hbm: peak 8.0MB on cpu:0 is over the budget of 6.0MB (max_hbm('6MB')), judged by program jit(<lambda>)"
+            in section
+        ), section
         assert "ran jit(<lambda>) on cpu:0: needs 8.0MB (arguments 4.0MB, outputs 4.0MB, temps 0B)" in section, section
         assert "not read" not in section
 
@@ -341,7 +357,9 @@ def test_a_budget_is_met_at_equality_and_a_byte_over_reads_apart(pytester):
             x.block_until_ready()
         """
     )
-    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")  # alone: no array another in-process run left
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly"
+    )  # alone: no array another in-process run left
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["max_hbm: peak 64.104kB on cpu:0 is over the budget of 64.100kB (max_hbm('64.1kB')), judged by body-end*"]
@@ -375,7 +393,9 @@ def test_an_out_of_memory_in_a_fixture_is_in_the_summary_and_the_report(pytester
     )
     result = pytester.runpytest_subprocess("--tpumem", "--tpumem-json", "r.json", "-p", "no:randomly")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED*", "oom *test_uses_huge"])
+    result.stdout.fnmatch_lines(
+        ["out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED*", "oom *test_uses_huge"]
+    )
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert {k.split("::")[-1]: (e["verdict"], e["outcome"]) for k, e in tests.items()} == {
         "test_uses_huge": ("oom", "failed"),
@@ -406,7 +426,9 @@ def test_two_budgets_on_one_test_fail_it_and_the_nearest_of_two_levels_wins(pyte
                 x.block_until_ready()
         """
     )
-    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")  # alone: no array another in-process run left
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly"
+    )  # alone: no array another in-process run left
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -440,12 +462,12 @@ def test_an_xfail_whose_condition_is_false_does_not_expect_the_oom(pytester):
             jnp.ones((10**12,), jnp.float32).block_until_ready()
         """
         + (
-            '''
+            """
         @pytest.mark.xfail(raises=pytest.RaisesExc(Exception, match="RESOURCE_EXHAUSTED"))
         @pytest.mark.max_hbm("1GB")
         def test_raises_exc():
             jnp.ones((10**12,), jnp.float32).block_until_ready()
-        '''
+        """
             if hasattr(pytest, "RaisesExc")
             else ""
         )
@@ -453,5 +475,7 @@ def test_an_xfail_whose_condition_is_false_does_not_expect_the_oom(pytester):
     result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")
     xfailed = 2 if hasattr(pytest, "RaisesExc") else 1
     result.assert_outcomes(failed=2, xfailed=xfailed)
-    result.stdout.fnmatch_lines(["*_ test_condition_false _*", "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"])
+    result.stdout.fnmatch_lines(
+        ["*_ test_condition_false _*", "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"]
+    )
     assert "TypeError" not in result.stdout.str()

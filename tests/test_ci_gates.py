@@ -46,7 +46,10 @@ def test_json_report_has_every_measured_test_with_figures_and_context(pytester):
     tests = report["tests"]
     assert set(tests) == {"test_sized.py::test_grows", "test_sized.py::test_steady"}
     grows = tests["test_sized.py::test_grows"]
-    assert grows["peak"] == 20_000_000 and grows["peaks"] == {"cpu:0": 20_000_000, "cpu:1": 0}  # tests/conftest.py: 2 CPU devices
+    assert grows["peak"] == 20_000_000 and grows["peaks"] == {
+        "cpu:0": 20_000_000,
+        "cpu:1": 0,
+    }  # tests/conftest.py: 2 CPU devices
     assert grows["budget"] == 10**9 and grows["verdict"] == "ok" and grows["outcome"] == "passed"
     (check,) = grows["checks"]
     assert check["check"] == "budget" and check["devices"]["cpu:0"]["witness"] == grows["witness"]
@@ -86,9 +89,7 @@ def test_without_a_tolerance_the_comparison_is_shown_not_enforced(pytester):
 
 def test_new_and_missing_tests_and_improvements_are_listed_not_failed(pytester):
     _run(pytester, 5_000_000, "--tpumem-save", "base.json")
-    pytester.makepyfile(
-        test_sized=SIZED.replace("def test_steady", "def test_renamed")
-    )
+    pytester.makepyfile(test_sized=SIZED.replace("def test_steady", "def test_renamed"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIZE", "1000000")
         result = pytester.runpytest_subprocess(
@@ -113,14 +114,19 @@ def test_a_corrupt_baseline_is_a_usage_error_and_left_untouched(pytester):
     [
         (None, "*base.json: no such file*"),
         ('{"tests": {}}', "*base.json: not a pytest-tpumem report*"),
-        ('{"schema": "pytest-tpumem-report", "version": 99, "context": {}, "tests": {}}', "*schema version 99 is newer*"),
+        (
+            '{"schema": "pytest-tpumem-report", "version": 99, "context": {}, "tests": {}}',
+            "*schema version 99 is newer*",
+        ),
         (
             '{"schema": "pytest-tpumem-report", "version": 1, "context": {}, "tests": {"t": {"verdict": "ok", "peak": "12MB"}}}',
             "*test 't': \"peak\" is '12MB', not bytes as a whole number*",
         ),
         ("[" * 100_000 + "]" * 100_000, "*base.json: nested too deeply to be a report"),  # was an INTERNALERROR
         (
-            '{"schema": "pytest-tpumem-report", "version": 2, "context": {}, "tests": {"t": {"verdict": "ok", "peak": 1' + "0" * 30 + "}}}",
+            '{"schema": "pytest-tpumem-report", "version": 2, "context": {}, "tests": {"t": {"verdict": "ok", "peak": 1'
+            + "0" * 30
+            + "}}}",
             "*test 't': \"peak\" is 1000000000000000000000000000000, not bytes as a whole number from 0 to 2^63-1",
         ),
     ],
@@ -234,7 +240,9 @@ def test_junit_properties_are_json_text(pytester):
 
 def test_a_test_that_failed_in_the_baseline_is_shown_not_judged(pytester):
     _run(pytester, 5_000_000, "--tpumem-save", "base.json")
-    _edit_baseline(pytester, lambda r: r["tests"]["test_sized.py::test_grows"].update(outcome="failed"))  # cut short on main
+    _edit_baseline(
+        pytester, lambda r: r["tests"]["test_sized.py::test_grows"].update(outcome="failed")
+    )  # cut short on main
     result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*peak*20.0MB*40.0MB*+100.0%*"])
@@ -242,7 +250,16 @@ def test_a_test_that_failed_in_the_baseline_is_shown_not_judged(pytester):
 
 def test_a_regression_is_in_the_report_as_its_verdict(pytester):
     _run(pytester, 5_000_000, "--tpumem-save", "base.json")
-    _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%", "--tpumem-json", "r.json")
+    _run(
+        pytester,
+        10_000_000,
+        "--tpumem-compare",
+        "base.json",
+        "--tpumem-compare-fail",
+        "peak:10%",
+        "--tpumem-json",
+        "r.json",
+    )
     report = json.loads((pytester.path / "r.json").read_text())
     entry = report["tests"]["test_sized.py::test_grows"]
     assert entry["verdict"] == "regressed" and entry["outcome"] == "failed"
@@ -260,8 +277,12 @@ def test_a_run_cut_short_does_not_replace_the_baseline(pytester):
     pytester.makepyfile(test_first="def test_fails():\n    assert False\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIZE", "1000")
-        result = pytester.runpytest_subprocess("--tpumem", "-x", "--tpumem-save", "base.json", "test_first.py", "test_sized.py")
-    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: the run stopped early*"])
+        result = pytester.runpytest_subprocess(
+            "--tpumem", "-x", "--tpumem-save", "base.json", "test_first.py", "test_sized.py"
+        )
+    result.stdout.fnmatch_lines(
+        ["tpumem: the baseline *base.json was not saved, the last one is kept: the run stopped early*"]
+    )
     assert (pytester.path / "base.json").read_bytes() == saved
 
 
@@ -320,7 +341,9 @@ def test_a_baseline_named_from_another_rootdir_still_gates(pytester):
     assert set(saved["tests"]) == {"test_sized.py::test_grows", "test_sized.py::test_steady"}
     assert saved["context"]["rootdir"] == str(proj)
 
-    result = _run_in(pytester, proj, 10_000_000, "--tpumem-compare", "../baselines/base.json", "--tpumem-compare-fail", "peak:10%")
+    result = _run_in(
+        pytester, proj, 10_000_000, "--tpumem-compare", "../baselines/base.json", "--tpumem-compare-fail", "peak:10%"
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -343,7 +366,9 @@ def test_a_baseline_taken_in_another_checkout_is_matched_by_path(pytester):
     _edit_baseline(pytester, moved)
     result = _run(pytester, 10_000_000, "--tpumem-compare", "base.json", "--tpumem-compare-fail", "peak:10%")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["2 tests matched with base.json under another id: its tests are named from rootdir /ci/work/repo, *"])
+    result.stdout.fnmatch_lines(
+        ["2 tests matched with base.json under another id: its tests are named from rootdir /ci/work/repo, *"]
+    )
 
 
 def test_a_gate_that_compared_no_test_fails_the_run(pytester):
@@ -376,12 +401,16 @@ def test_a_run_that_selects_no_test_keeps_the_baseline(pytester):
     saved = (pytester.path / "base.json").read_bytes()
     result = _run(pytester, 5_000_000, "-k", "no_such_test", "--tpumem-save", "base.json")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: the run selected no test"])
+    result.stdout.fnmatch_lines(
+        ["tpumem: the baseline *base.json was not saved, the last one is kept: the run selected no test"]
+    )
     assert (pytester.path / "base.json").read_bytes() == saved
     pytester.makepyfile(test_plain="def test_unmeasured():\n    pass\n")
     result = pytester.runpytest_subprocess("--tpumem", "test_plain.py", "--tpumem-save", "base.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["tpumem: the baseline *base.json was not saved, the last one is kept: it measured no test"])
+    result.stdout.fnmatch_lines(
+        ["tpumem: the baseline *base.json was not saved, the last one is kept: it measured no test"]
+    )
     assert (pytester.path / "base.json").read_bytes() == saved
 
 

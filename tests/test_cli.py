@@ -14,28 +14,53 @@ MB = 10**6
 
 
 def context(**kw):
-    return {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_index": 0, "process_count": 1,
-            "started": "2025-05-01T10:00:00+00:00", "hostname": "h", "pid": 1, **kw}
+    return {
+        "platform": "cpu",
+        "device_kind": "cpu",
+        "device_count": 1,
+        "process_index": 0,
+        "process_count": 1,
+        "started": "2025-05-01T10:00:00+00:00",
+        "hostname": "h",
+        "pid": 1,
+        **kw,
+    }
 
 
 def peak(n, device="cpu:0", budget=None, verdict="ok"):
-    return {"check": "budget" if budget else "peak", "verdict": verdict, "budget": budget,
-            "peaks": {device: n}, "witness": "body-end"}
+    return {
+        "check": "budget" if budget else "peak",
+        "verdict": verdict,
+        "budget": budget,
+        "peaks": {device: n},
+        "witness": "body-end",
+    }
 
 
 def leak(growth, threshold=100 * MB, verdict="ok"):
-    return {"check": "leak", "verdict": verdict, "growth": growth, "threshold": threshold,
-            "growth_source": "cpu:0 live arrays", "iterations": 3, "warmup": 1}
+    return {
+        "check": "leak",
+        "verdict": verdict,
+        "growth": growth,
+        "threshold": threshold,
+        "growth_source": "cpu:0 live arrays",
+        "iterations": 3,
+        "warmup": 1,
+    }
 
 
 def write(path, tests, **ctx):
     """A report of ``tests`` (test id -> check records) written to ``path``; its path as text."""
-    reports.write(reports.build({n: entry(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path))
+    reports.write(
+        reports.build({n: entry(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path)
+    )
     return str(path)
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pytest_tpumem", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_tpumem", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
 
 
 @pytest.fixture
@@ -51,7 +76,17 @@ def test_a_planted_30_percent_rise_fails_beyond_10_percent(tmp_path, base):
     done = cli("compare", base, run_with(tmp_path, 130 * MB), "--fail", "peak:10%")
     assert done.returncode == 1, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.endswith("t.py::a"))
-    assert row.split() == ["peak", "100.0MB", "130.0MB", "+30.0%", "+30.0MB", "REGRESSED", "beyond", "peak:10%", "t.py::a"]
+    assert row.split() == [
+        "peak",
+        "100.0MB",
+        "130.0MB",
+        "+30.0%",
+        "+30.0MB",
+        "REGRESSED",
+        "beyond",
+        "peak:10%",
+        "t.py::a",
+    ]
     assert done.stderr == ""
 
 
@@ -108,10 +143,14 @@ def test_reports_that_share_no_test_fail_the_gate_with_one_line(tmp_path, base):
 
 
 def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
-    done = cli("compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%")
+    done = cli(
+        "compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%"
+    )
     assert done.returncode == 0
     warnings = [line for line in done.stdout.splitlines() if "not comparable" in line]
-    assert warnings == [f"WARNING: {base} is not comparable: it was taken on platform 'cpu', this run is on 'gpu'; changes are shown, none fails"]
+    assert warnings == [
+        f"WARNING: {base} is not comparable: it was taken on platform 'cpu', this run is on 'gpu'; changes are shown, none fails"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -120,26 +159,69 @@ def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
         (b"{not json", "not JSON"),
         (json.dumps({"schema": "something-else", "version": 1}).encode(), "not a pytest-tpumem report"),
         (json.dumps({**reports.build({}, {}), "version": 99}).encode(), "schema version 99 is newer"),
-        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}).encode(), "'big', not bytes"),
+        (
+            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}).encode(),
+            "'big', not bytes",
+        ),
         # Valid JSON of the wrong types (each crashed show, compare or merge with exit 1, compare's "regression"):
         (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to be a report"),
         (json.dumps({**reports.build({}, {"git": {"commit": "a", "dirty": "yes"}})}).encode(), 'context "git" is not'),
-        (json.dumps({**reports.build({}, {"versions": ["jax"]})}).encode(), "context \"versions\" is ['jax'], not an object"),
-        (json.dumps({**reports.build({}, {"merged_from": "x"})}).encode(), "context \"merged_from\" is 'x', not a whole number"),
+        (
+            json.dumps({**reports.build({}, {"versions": ["jax"]})}).encode(),
+            "context \"versions\" is ['jax'], not an object",
+        ),
+        (
+            json.dumps({**reports.build({}, {"merged_from": "x"})}).encode(),
+            "context \"merged_from\" is 'x', not a whole number",
+        ),
         (json.dumps({**reports.build({}, {"hostname": ["a"]})}).encode(), "context \"hostname\" is ['a'], not text"),
-        (json.dumps(reports.build({}, {})).replace("{}", '{"bytes_limit": NaN}', 1).encode(), "NaN is not a JSON number"),
-        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": 10**20}}}).encode(), "10000"),
-        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "host_peak": "x"}}}).encode(), '"host_peak" is \'x\''),
-        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "checks": [1]}}}).encode(), '"checks" is not a list of objects'),
-        (json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "fine"}}}).encode(), '"verdict" is \'fine\', not one of'),
+        (
+            json.dumps(reports.build({}, {})).replace("{}", '{"bytes_limit": NaN}', 1).encode(),
+            "NaN is not a JSON number",
+        ),
+        (
+            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": 10**20}}}).encode(),
+            "10000",
+        ),
+        (
+            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "host_peak": "x"}}}).encode(),
+            "\"host_peak\" is 'x'",
+        ),
+        (
+            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "checks": [1]}}}).encode(),
+            '"checks" is not a list of objects',
+        ),
+        (
+            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "fine"}}}).encode(),
+            "\"verdict\" is 'fine', not one of",
+        ),
     ],
-    ids=["corrupt", "wrong schema", "newer version", "bad figure", "deep", "git dirty text", "versions list", "merged_from text",
-         "hostname list", "NaN", "peak past 2^63", "host_peak text", "checks of numbers", "unknown verdict"],
+    ids=[
+        "corrupt",
+        "wrong schema",
+        "newer version",
+        "bad figure",
+        "deep",
+        "git dirty text",
+        "versions list",
+        "merged_from text",
+        "hostname list",
+        "NaN",
+        "peak past 2^63",
+        "host_peak text",
+        "checks of numbers",
+        "unknown verdict",
+    ],
 )
 def test_an_unusable_report_exits_2_naming_the_file(tmp_path, base, content, says):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
-    for args in (("compare", base, bad), ("compare", bad, base), ("show", bad), ("merge", base, bad, "-o", tmp_path / "out.json")):
+    for args in (
+        ("compare", base, bad),
+        ("compare", bad, base),
+        ("show", bad),
+        ("merge", base, bad, "-o", tmp_path / "out.json"),
+    ):
         done = cli(*args)
         assert done.returncode == 2, args
         assert done.stderr.count("\n") == 1 and f"{bad}: " in done.stderr and says in done.stderr, done.stderr
@@ -168,7 +250,9 @@ def process_report(tmp_path, index, leak_verdict="ok"):
         "t.py::shared": [peak((index + 1) * 10 * MB, device, budget=100 * MB), leak(index * MB, verdict=leak_verdict)],
         f"t.py::only_{index}": [peak(MB, device)],
     }
-    return write(tmp_path / f"r.process-{index}-of-2.json", tests, process_index=index, process_count=2, pid=100 + index)
+    return write(
+        tmp_path / f"r.process-{index}-of-2.json", tests, process_index=index, process_count=2, pid=100 + index
+    )
 
 
 def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp_path):
@@ -213,7 +297,10 @@ def test_merge_refuses_reports_of_two_schema_versions(tmp_path):
 def test_show_prints_the_context_and_the_tests_worst_first(tmp_path):
     path = write(
         tmp_path / "r.json",
-        {"t.py::fine": [peak(10 * MB, budget=100 * MB)], "t.py::over": [peak(200 * MB, budget=100 * MB, verdict="over budget")]},
+        {
+            "t.py::fine": [peak(10 * MB, budget=100 * MB)],
+            "t.py::over": [peak(200 * MB, budget=100 * MB, verdict="over budget")],
+        },
         versions={"python": "3.12.1", "jax": "0.6.0"},
         git={"commit": "abc123", "dirty": False},
     )
@@ -270,9 +357,13 @@ def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     for path in (fifo, "/dev/zero"):
-        done = subprocess.run([sys.executable, "-m", "pytest_tpumem", "show", str(path)], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_tpumem", "show", str(path)], capture_output=True, text=True, timeout=30
+        )
         assert done.returncode == 2
-        assert done.stderr.strip().endswith(f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)")
+        assert done.stderr.strip().endswith(
+            f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)"
+        )
 
 
 def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_path):
@@ -281,8 +372,10 @@ def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_pa
     b = write(tmp_path / "b.json", {"t.py::a": [peak(2 * MB)]}, pid=2, started="2025-05-02T10:00:00+00:00")
     done = cli("merge", a, b, "-o", tmp_path / "m.json")
     assert done.returncode == 2 and not (tmp_path / "m.json").exists()
-    assert done.stderr.strip().endswith(f"{b}: process 0 of 1, as {a} is: two runs, not two processes of one run "
-                                        "(merge joins the processes of one jax.distributed run or of several hosts)")
+    assert done.stderr.strip().endswith(
+        f"{b}: process 0 of 1, as {a} is: two runs, not two processes of one run "
+        "(merge joins the processes of one jax.distributed run or of several hosts)"
+    )
     p0 = write(tmp_path / "p0.json", {"t.py::a": [peak(MB)]}, process_count=2)
     p1 = write(tmp_path / "p1.json", {"t.py::a": [peak(2 * MB)]}, process_index=1, process_count=2, pid=2)
     assert cli("merge", p0, p1, "-o", tmp_path / "m.json").returncode == 0

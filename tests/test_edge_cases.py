@@ -183,7 +183,9 @@ def test_backend_that_does_not_start_is_not_an_internal_error(pytester, monkeypa
     )
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(passed=1, failed=1)  # the unmeasured test runs as it would without the plugin
-    result.stdout.fnmatch_lines(["tpumem cannot measure test_measured: the jax backend did not start: *no_such_platform*"])
+    result.stdout.fnmatch_lines(
+        ["tpumem cannot measure test_measured: the jax backend did not start: *no_such_platform*"]
+    )
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
@@ -207,4 +209,6 @@ def test_sample_interval_must_be_finite(pytester, value):
     pytester.makepyfile("def test_ok(): pass")
     result = pytester.runpytest(f"--tpumem-sample-ms={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: pytest-tpumem: --tpumem-sample-ms: '{value}' is not a number from 0 to 60000"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: pytest-tpumem: --tpumem-sample-ms: '{value}' is not a number from 0 to 60000"]
+    )

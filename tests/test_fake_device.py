@@ -120,7 +120,9 @@ def test_minus_one_means_unknown_and_live_arrays_stand_in(fake):
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["max_hbm: peak 40.0MB on cpu:0 * judged by body-end; live arrays stand in*"])
-    result.stdout.fnmatch_lines(["tpumem: sources: live arrays, memory_stats (every field unknown (-1)), *; live arrays stand in*"])
+    result.stdout.fnmatch_lines(
+        ["tpumem: sources: live arrays, memory_stats (every field unknown (-1)), *; live arrays stand in*"]
+    )
     assert "bytes in use" not in result.stdout.str() and "-1B" not in result.stdout.str()
 
 

@@ -84,7 +84,10 @@ def test_failing_checks_leave_pprof_profiles_and_a_timeline(pytester):
         profile = read_fields(gzip.decompress((pytester.path / name).read_bytes()))
         strings = [s.decode() for s in profile[6]]  # Profile.string_table
         sample_types = [read_fields(t) for t in profile[1]]  # ValueType{type, unit} as string indexes
-        assert [(strings[t[1][0]], strings[t[2][0]]) for t in sample_types] == [("allocations", "count"), ("space", "bytes")]
+        assert [(strings[t[1][0]], strings[t[2][0]]) for t in sample_types] == [
+            ("allocations", "count"),
+            ("space", "bytes"),
+        ]
         assert profile.get(2), f"{name}: no samples"
     # The second profile holds the three leaked 16 MB arrays more than the first.
     assert space(pytester.path / last) - space(pytester.path / first) == 3 * 16_000_000
@@ -133,8 +136,14 @@ def test_a_directory_that_cannot_be_written_is_said_not_an_internal_error(pytest
 
 
 def test_file_names_are_one_per_test_id():
-    ids = ["t.py::test_a[a b]", "t.py::test_a[a-b]", "t.py::test_a[a/b]", "t.py::test_a[a.b]", "t.py::test_" + "x" * 300 + "1",
-           "t.py::test_" + "x" * 300 + "2"]
+    ids = [
+        "t.py::test_a[a b]",
+        "t.py::test_a[a-b]",
+        "t.py::test_a[a/b]",
+        "t.py::test_a[a.b]",
+        "t.py::test_" + "x" * 300 + "1",
+        "t.py::test_" + "x" * 300 + "2",
+    ]
     names = [stem(i) for i in ids]
     assert len(set(names)) == len(ids)
     assert names[0].startswith("t.py--test_a-a-b-") and all(len(n) <= 160 for n in names)

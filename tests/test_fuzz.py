@@ -52,7 +52,12 @@ def test_a_printed_size_parses_back_to_what_it_says(n):
 
 
 @BOUNDED
-@given(st.one_of(st.builds(lambda f, t: f"{f}:{t}", st.sampled_from(["peak", "growth", "PEAK", "mem", ""]), SIZE_TEXT), st.text(max_size=20)))
+@given(
+    st.one_of(
+        st.builds(lambda f, t: f"{f}:{t}", st.sampled_from(["peak", "growth", "PEAK", "mem", ""]), SIZE_TEXT),
+        st.text(max_size=20),
+    )
+)
 def test_a_tolerance_is_read_or_one_error(text):
     try:
         t = parse_tolerance(text)
@@ -82,8 +87,12 @@ class Mark:
         self.args, self.kwargs = tuple(args), dict(kwargs)
 
 
-ARG = st.one_of(SIZE_TEXT, st.integers(-(2**70), 2**70), st.booleans(), st.none(), st.floats(), st.lists(st.integers(), max_size=2))
-KEYWORDS = st.sampled_from(["limit", "target", "iterations", "warmup", "threshold", "clear_caches", "host", "enabled", "tagret"])
+ARG = st.one_of(
+    SIZE_TEXT, st.integers(-(2**70), 2**70), st.booleans(), st.none(), st.floats(), st.lists(st.integers(), max_size=2)
+)
+KEYWORDS = st.sampled_from(
+    ["limit", "target", "iterations", "warmup", "threshold", "clear_caches", "host", "enabled", "tagret"]
+)
 
 
 @BOUNDED
@@ -101,21 +110,50 @@ def test_a_marker_is_parsed_or_fails_its_test_with_one_line(fn, args, kwargs):
 
 def _valid_report():
     entry = {
-        "outcome": "passed", "verdict": "ok", "peak": 40_000_000, "peaks": {"cpu:0": 40_000_000}, "budget": 10**9,
-        "witness": "body-end", "growth": 0, "threshold": 10**8, "growth_source": "cpu:0 live arrays", "stand_in": True,
-        "host_peak": 3 * 10**8, "checks": [{"check": "budget", "verdict": "ok"}],
+        "outcome": "passed",
+        "verdict": "ok",
+        "peak": 40_000_000,
+        "peaks": {"cpu:0": 40_000_000},
+        "budget": 10**9,
+        "witness": "body-end",
+        "growth": 0,
+        "threshold": 10**8,
+        "growth_source": "cpu:0 live arrays",
+        "stand_in": True,
+        "host_peak": 3 * 10**8,
+        "checks": [{"check": "budget", "verdict": "ok"}],
     }
     context = {
-        "started": "2026-11-25T00:00:00+00:00", "finished": None, "hostname": "h", "pid": 1, "platform": "cpu",
-        "device_kind": "cpu", "devices": ["cpu:0"], "device_count": 1, "bytes_limit": None, "stand_in": True,
-        "process_index": 0, "process_count": 1, "xdist_workers": None, "versions": {"jax": "0.10.2"}, "env": {},
-        "git": {"commit": "abc", "dirty": False}, "rootdir": "/w", "settings": {},
+        "started": "2026-11-25T00:00:00+00:00",
+        "finished": None,
+        "hostname": "h",
+        "pid": 1,
+        "platform": "cpu",
+        "device_kind": "cpu",
+        "devices": ["cpu:0"],
+        "device_count": 1,
+        "bytes_limit": None,
+        "stand_in": True,
+        "process_index": 0,
+        "process_count": 1,
+        "xdist_workers": None,
+        "versions": {"jax": "0.10.2"},
+        "env": {},
+        "git": {"commit": "abc", "dirty": False},
+        "rootdir": "/w",
+        "settings": {},
     }
     return reports.build({"t.py::a": entry, "t.py::b": dict(entry, verdict="leak", growth=-5)}, context)
 
 
 JSON = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=8),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
     max_leaves=8,
 )

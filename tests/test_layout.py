@@ -13,8 +13,21 @@ import sys
 import pytest_tpumem
 
 PACKAGE = pathlib.Path(pytest_tpumem.__file__).parent
-LAYERS = {"units": 0, "defaults": 0, "errors": 0, "targets": 0, "readings": 1, "decisions": 2, "telling": 3,
-          "glue": 4, "cli": 4, "checks": 4, "__main__": 4, "plugin": 5, "__init__": 5}
+LAYERS = {
+    "units": 0,
+    "defaults": 0,
+    "errors": 0,
+    "targets": 0,
+    "readings": 1,
+    "decisions": 2,
+    "telling": 3,
+    "glue": 4,
+    "cli": 4,
+    "checks": 4,
+    "__main__": 4,
+    "plugin": 5,
+    "__init__": 5,
+}
 
 KNOWN: set[tuple[str, str]] = set()  # imports against the grain that remain: none, and none may come back
 
@@ -70,7 +83,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     def visit(module: str, path: list[str]) -> None:
         for nxt in sorted(graph.get(module, ())):
             if nxt in path:
-                found.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in done:
                 visit(nxt, path + [nxt])
         done.add(module)

@@ -21,7 +21,10 @@ SITES = {
     "test_module_list_keeps_arrays": ("x = jnp.ones((N,), jnp.float32) * 2", "test_module_list_keeps_arrays"),
     "test_lru_cache_keeps_every_result": ("return jax.random.normal(jax.random.key(seed), (N,))", "embedding_for"),
     "test_jit_recreated_with_new_closure": ("table = jnp.full((N,), 0.5, jnp.float32)", "make_step"),
-    "test_fixture_metrics_dict_keeps_arrays": ("out = jnp.ones((N,), jnp.float32) * 3", "test_fixture_metrics_dict_keeps_arrays.<locals>.step"),
+    "test_fixture_metrics_dict_keeps_arrays": (
+        "out = jnp.ones((N,), jnp.float32) * 3",
+        "test_fixture_metrics_dict_keeps_arrays.<locals>.step",
+    ),
     "test_helper_method_keeps_arrays": ("self.history.append(jnp.full((N,), float(step)))", "Recorder.remember"),
     "test_generator_buffer_keeps_batches": ("batch = jnp.ones((N,), jnp.float32) * 3", "batches"),
     # The 64 MB parameters replaced every step are alive too, but made in one run: the 16 MB a step
@@ -60,7 +63,9 @@ def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
     result = planted.runpytest("--tpumem", "test_leaky.py")
     result.assert_outcomes(failed=len(LEAKS) + len(HOST_SITES) + 2)  # and the two compile-cache leaks
     for name, growth in LEAKS.items():
-        result.stdout.fnmatch_lines([f"*_ {name} _*", f"leak_check: {growth} over 3 iterations (threshold 10.0MB/iteration)"])
+        result.stdout.fnmatch_lines(
+            [f"*_ {name} _*", f"leak_check: {growth} over 3 iterations (threshold 10.0MB/iteration)"]
+        )
     for name in HOST_SITES:  # a 16 MB numpy copy a run: confirmed, at its true rate
         assert _host_rate(result.stdout.str(), name) == 16.0, name
     for name, (text, function) in SITES.items():
@@ -94,7 +99,9 @@ def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(plante
             f"  jit_scale compiled at test_leaky.py:{line} in test_new_static_argument_every_call_grows_the_compile_cache (1 per iteration)",
         ]
     )
-    result.stdout.fnmatch_lines(["leak *compile cache grows*test_new_static_argument_every_call_grows_the_compile_cache"])
+    result.stdout.fnmatch_lines(
+        ["leak *compile cache grows*test_new_static_argument_every_call_grows_the_compile_cache"]
+    )
     remade = planted.runpytest("--tpumem", "test_leaky.py", "-k", "made_again")
     remade.assert_outcomes(failed=1)
     line = _line_of(planted, "double(jnp.ones(8)).block_until_ready()")
@@ -118,7 +125,9 @@ def test_planted_leaks_fail_without_the_flag_only_where_the_fixture_asks(planted
     """Without --tpumem the markers are inert; the fixture is an explicit request and still checks."""
     result = planted.runpytest("test_leaky.py")
     result.assert_outcomes(passed=len(LEAKS) + len(HOST_SITES) + 1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_fixture_metrics_dict_keeps_arrays _*", "leak_check: cpu:0 live arrays grew 16.0MB*"])
+    result.stdout.fnmatch_lines(
+        ["*_ test_fixture_metrics_dict_keeps_arrays _*", "leak_check: cpu:0 live arrays grew 16.0MB*"]
+    )
     assert "= tpumem =" not in result.stdout.str()
 
 
@@ -128,7 +137,9 @@ def test_clean_twins_pass_ten_runs_out_of_ten(planted):
     pytest.importorskip("xdist")
     source = (planted.path / "test_clean.py").read_text()
     planted.makepyfile(**{f"test_clean_run{run}": source for run in range(10)})
-    result = planted.runpytest_subprocess("--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)])
+    result = planted.runpytest_subprocess(
+        "--tpumem", "-q", "-p", "xdist", "-n", "2", *[f"test_clean_run{run}.py" for run in range(10)]
+    )
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=110)
 

@@ -104,7 +104,18 @@ def run_processes(pytester, n, report, *args, tests="test_mh.py"):
                 logs.append(open(pytester.path / f"{run}-{i}.log", "w+"))
                 procs.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "pytest", "--tpumem", "--tpumem-json", report, *args, "-p", "no:cacheprovider", tests],
+                        [
+                            sys.executable,
+                            "-m",
+                            "pytest",
+                            "--tpumem",
+                            "--tpumem-json",
+                            report,
+                            *args,
+                            "-p",
+                            "no:cacheprovider",
+                            tests,
+                        ],
                         cwd=pytester.path,
                         env=child_env(port, i, n, run),
                         stdout=logs[i],
@@ -126,11 +137,15 @@ def run_processes(pytester, n, report, *args, tests="test_mh.py"):
                 log.seek(0)
                 outputs.append(log.read())
                 log.close()
-        shown = "\n".join(f"--- process {i} (exit {p.returncode}) ---\n{out}" for i, (p, out) in enumerate(zip(procs, outputs)))
+        shown = "\n".join(
+            f"--- process {i} (exit {p.returncode}) ---\n{out}" for i, (p, out) in enumerate(zip(procs, outputs))
+        )
         if any(m in out for out in outputs for m in BIND_FAILED) and attempt < 2:
             continue  # the free port was taken before process 0 bound it: another port
         if any(p.returncode != 0 for p in procs):
-            pytest.fail(f"the processes of run {run!r} did not both pass (killed after {RUN_TIMEOUT_S}s or on a failure):\n{shown}")
+            pytest.fail(
+                f"the processes of run {run!r} did not both pass (killed after {RUN_TIMEOUT_S}s or on a failure):\n{shown}"
+            )
         return [(p.pid, out) for p, out in zip(procs, outputs)]
     raise AssertionError("unreachable")
 
@@ -141,7 +156,11 @@ def seen(pytester, run, i):
 
 def cli(pytester, *args):
     return subprocess.run(
-        [sys.executable, "-m", "pytest_tpumem", *map(str, args)], capture_output=True, text=True, cwd=pytester.path, timeout=60
+        [sys.executable, "-m", "pytest_tpumem", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=60,
     )
 
 
@@ -196,7 +215,10 @@ def test_each_process_writes_its_own_report_and_merge_joins_them(project):
         assert report["summary"] == {"measured": 2, "failed": 0}
         saved = json.loads((pytester.path / "saved" / f"base.process-{i}-of-2.json").read_text())
         assert saved == report  # --tpumem-save: the same report, named the same way
-    assert sorted(p.name for p in (pytester.path / "saved").iterdir()) == ["base.process-0-of-2.json", "base.process-1-of-2.json"]
+    assert sorted(p.name for p in (pytester.path / "saved").iterdir()) == [
+        "base.process-0-of-2.json",
+        "base.process-1-of-2.json",
+    ]
     assert not set(devices[0]) & set(devices[1]), devices  # jax numbers devices across processes
 
     done = cli(pytester, "merge", "r.process-0-of-2.json", "r.process-1-of-2.json", "-o", "merged.json")
@@ -217,7 +239,10 @@ def test_each_process_writes_its_own_report_and_merge_joins_them(project):
     context = merged["context"]
     assert context["merged_from"] == 2 and context["process_index"] is None and context["process_count"] == 2
     assert context["devices"] == devices[0] + devices[1] and context["device_count"] == 4
-    assert [(p["process_index"], p["process_count"], p["pid"]) for p in merged["processes"]] == [(0, 2, pid_0), (1, 2, pid_1)]
+    assert [(p["process_index"], p["process_count"], p["pid"]) for p in merged["processes"]] == [
+        (0, 2, pid_0),
+        (1, 2, pid_1),
+    ]
 
     shown = cli(pytester, "show", "merged.json")
     assert shown.returncode == 0, shown.stderr

@@ -78,11 +78,16 @@ EXACT = {
 
 def test_peaks_are_the_same_in_every_run_and_count_what_was_alive(pytester):
     pytester.makepyfile(test_peaks=PEAKS)
-    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", "--tpumem-sample-ms=1", "--tpumem-json=r.json")
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:cacheprovider", "--tpumem-sample-ms=1", "--tpumem-json=r.json"
+    )
     result.assert_outcomes(passed=20, failed=5)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     for name, (verdict, peak) in EXACT.items():
-        got = {(tests[f"test_peaks.py::{name}[{copy}]"]["verdict"], tests[f"test_peaks.py::{name}[{copy}]"]["peak"]) for copy in range(5)}
+        got = {
+            (tests[f"test_peaks.py::{name}[{copy}]"]["verdict"], tests[f"test_peaks.py::{name}[{copy}]"]["peak"])
+            for copy in range(5)
+        }
         assert got == {(verdict, peak)}, name
     result.stdout.fnmatch_lines(
         ["max_hbm: peak 8.0MB on cpu:0 is over the budget of 7.0MB (max_hbm('7MB')), judged by program jit(double); *"]
@@ -114,13 +119,22 @@ def test_next():                           # 4 MB
 
 @pytest.mark.parametrize("expected", [False, True], ids=["failed", "xfailed"])
 def test_a_failed_test_does_not_charge_the_next_one(pytester, expected):
-    source = AFTER_FAILURE.replace("def test_fails_holding_array", "@pytest.mark.xfail\ndef test_fails_holding_array") if expected else AFTER_FAILURE
+    source = (
+        AFTER_FAILURE.replace("def test_fails_holding_array", "@pytest.mark.xfail\ndef test_fails_holding_array")
+        if expected
+        else AFTER_FAILURE
+    )
     pytester.makepyfile(test_after=source)
     after = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", "--tpumem-json=after.json")
     after.assert_outcomes(passed=1, **({"xfailed": 1} if expected else {"failed": 1}))
-    alone = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", "--tpumem-json=alone.json", "-k", "test_next")
+    alone = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:cacheprovider", "--tpumem-json=alone.json", "-k", "test_next"
+    )
     alone.assert_outcomes(passed=1)
-    figures = [json.loads((pytester.path / f).read_text())["tests"]["test_after.py::test_next"] for f in ("after.json", "alone.json")]
+    figures = [
+        json.loads((pytester.path / f).read_text())["tests"]["test_after.py::test_next"]
+        for f in ("after.json", "alone.json")
+    ]
     assert [(f["peak"], f["checks"][0]["devices"]["cpu:0"]["start"]) for f in figures] == [(4_000_000, 0)] * 2
 
 
@@ -150,7 +164,9 @@ def test_a_budget_gets_the_same_verdict_and_figure_under_the_sweep(pytester):
     pytester.makepyfile(test_swept=SWEPT_BUDGETS)
     rows = {}
     for name, extra in (("plain", []), ("swept", ["--tpumem-leak-check=all"])):
-        result = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider", f"--tpumem-json={name}.json", *extra)
+        result = pytester.runpytest_subprocess(
+            "--tpumem", "-p", "no:cacheprovider", f"--tpumem-json={name}.json", *extra
+        )
         result.assert_outcomes(passed=1, failed=1)
         tests = json.loads((pytester.path / f"{name}.json").read_text())["tests"]
         rows[name] = {t: (e["peak"], e["witness"].split(";")[0]) for t, e in tests.items()}
@@ -190,7 +206,9 @@ def test_work_left_in_flight_is_not_a_host_leak():
     """Planted clean twin of the bundled decode example's false host leak: each run returns while a
     program it dispatched still runs and holds buffers it dropped, one 40 MB buffer more each run.
     Read at that moment, host RSS grows by 40 MB an iteration; read once the work is done, by none."""
-    slow = jax.jit(lambda bigs, x: jax.lax.fori_loop(0, 60, lambda i, a: jnp.tanh(a @ a), x)[0, 0] + sum(b[-1] for b in bigs))
+    slow = jax.jit(
+        lambda bigs, x: jax.lax.fori_loop(0, 60, lambda i, a: jnp.tanh(a @ a), x)[0, 0] + sum(b[-1] for b in bigs)
+    )
     x = jnp.ones((700, 700)) * 0.01
     runs = []
 

@@ -91,7 +91,9 @@ def test_no_limit_means_the_chip_and_a_refusal_is_a_budget_failure(pytester, opt
         ]
     )
     if option:
-        result.stdout.fnmatch_lines(["tpumem: target v5e:2x2: 16.9GB usable HBM per chip (budgeted tests' programs are compiled for it*"])
+        result.stdout.fnmatch_lines(
+            ["tpumem: target v5e:2x2: 16.9GB usable HBM per chip (budgeted tests' programs are compiled for it*"]
+        )
 
 
 @needs_libtpu
@@ -115,7 +117,10 @@ def test_the_target_option_judges_every_budgeted_test(pytester):
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     # the jit is compiled for the target; ones() is two small eager operations, which are not
-    assert out.count("compiled for v6e:2x2: 1 program the test ran; 2 eager operations on under 1 MiB each not compiled") == 2, out
+    assert (
+        out.count("compiled for v6e:2x2: 1 program the test ran; 2 eager operations on under 1 MiB each not compiled")
+        == 2
+    ), out
     assert out.count("compiled for v6e:2x2: 0 programs the test ran (none was lowered during the test;") == 1, out
 
 
@@ -288,7 +293,10 @@ def test_recording_keeps_no_array_alive(pytester):
     out = result.stdout.str()
     import re
 
-    peaks = [(float(p), end) for p, end in re.findall(r"cpu:0: start 0B, peak ([\d.]+)MB by [^\[]+\[start 0B, end (\S+),", out)]
+    peaks = [
+        (float(p), end)
+        for p, end in re.findall(r"cpu:0: start 0B, peak ([\d.]+)MB by [^\[]+\[start 0B, end (\S+),", out)
+    ]
     assert len(peaks) >= 2, out
     # x, the result and one `big` at a time (<= 40 MB), with or without a target; with the
     # constants held it was 180 MB and 160 MB at the end

@@ -46,7 +46,9 @@ def test_missing_libtpu_fails_with_what_to_install_or_skips_when_asked(pytester,
         result = pytester.runpytest()
         result.assert_outcomes(failed=1)  # a gate that silently skips would be a green light for an unchecked budget
         result.stdout.fnmatch_lines(
-            ['hbm_estimate: compiling for v5e:2x2 needs libtpu: pip install "jax?tpu?" (from a checkout of pytest-tpumem: pip install ".?tpu?"*']
+            [
+                'hbm_estimate: compiling for v5e:2x2 needs libtpu: pip install "jax?tpu?" (from a checkout of pytest-tpumem: pip install ".?tpu?"*'
+            ]
         )
         result.stdout.fnmatch_lines(["*; --tpumem-no-libtpu=skip skips such tests instead"])
         skipped = pytester.runpytest("-rs", "--tpumem", "--tpumem-no-libtpu=skip")
@@ -72,7 +74,9 @@ def test_fixture_without_a_target_says_how_to_give_one(pytester):
     )
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["hbm_estimate(target=...): '' is not a TPU target; use one of *; or set --tpumem-target"])
+    result.stdout.fnmatch_lines(
+        ["hbm_estimate(target=...): '' is not a TPU target; use one of *; or set --tpumem-target"]
+    )
 
 
 @needs_libtpu

@@ -24,7 +24,9 @@ def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["twenty", "20 Gb", "20gb", "-1GB", "", "1e9", "GB", None, 1.5, True, [1], "7", "20G", 2**63])
+@pytest.mark.parametrize(
+    "bad", ["twenty", "20 Gb", "20gb", "-1GB", "", "1e9", "GB", None, 1.5, True, [1], "7", "20G", 2**63]
+)
 def test_parse_size_rejects_with_the_value_named(bad):
     with pytest.raises(SizeError) as e:
         parse_size(bad, what="limit")
@@ -33,11 +35,17 @@ def test_parse_size_rejects_with_the_value_named(bad):
 
 
 def test_units_are_case_sensitive_and_listed():
-    with pytest.raises(SizeError, match=r"unknown unit 'Mo' in '3Mo'; units are case-sensitive: B, kB, KB, MB, GB, TB, KiB, MiB, GiB, TiB$"):
+    with pytest.raises(
+        SizeError,
+        match=r"unknown unit 'Mo' in '3Mo'; units are case-sensitive: B, kB, KB, MB, GB, TB, KiB, MiB, GiB, TiB$",
+    ):
         parse_size("3Mo")
 
 
-@pytest.mark.parametrize("unit, decimal, binary", [("G", "GB", "GiB"), ("Gb", "GB", "GiB"), ("m", "MB", "MiB"), ("K", "kB", "KiB"), ("tib", "TB", "TiB")])
+@pytest.mark.parametrize(
+    "unit, decimal, binary",
+    [("G", "GB", "GiB"), ("Gb", "GB", "GiB"), ("m", "MB", "MiB"), ("K", "kB", "KiB"), ("tib", "TB", "TiB")],
+)
 def test_a_unit_as_xla_or_a_person_writes_it_names_both_spellings(unit, decimal, binary):
     """XLA's out-of-memory text says "19.54G": copied into a budget it is refused with both meanings."""
     with pytest.raises(SizeError) as e:
@@ -48,7 +56,9 @@ def test_a_unit_as_xla_or_a_person_writes_it_names_both_spellings(unit, decimal,
 
 def test_a_number_without_a_unit_is_refused_as_text_and_bytes_as_an_int():
     """--tpumem-leak-threshold=10 meant 10 bytes, silently; an int in Python is bytes."""
-    with pytest.raises(SizeError, match=r"^threshold: '10' has no unit: write 10MB \(10\^6 bytes\), 10GB, or 10B for bytes;"):
+    with pytest.raises(
+        SizeError, match=r"^threshold: '10' has no unit: write 10MB \(10\^6 bytes\), 10GB, or 10B for bytes;"
+    ):
         parse_size("10", what="threshold")
     assert parse_size(10) == 10 and parse_size("10B") == 10
 

@@ -126,7 +126,9 @@ def main() -> None:
     for r in results:
         measured = "no runtime peak" if r["measured"] is None else f"{r['measured'] / 1e6:.1f} MB"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
-        print(f"{r['program']:16s} {r['device'][:24]:24s} {r['compiled_peak'] / 1e6:11.1f} MB {measured:>14s} {ratio:>18s}")
+        print(
+            f"{r['program']:16s} {r['device'][:24]:24s} {r['compiled_peak'] / 1e6:11.1f} MB {measured:>14s} {ratio:>18s}"
+        )
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=1)

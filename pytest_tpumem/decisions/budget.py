@@ -25,7 +25,9 @@ class BudgetResult:
 
     peak: PeakReport
     budget: Budget | None
-    buffers: tuple[Any, ...] = ()  # where it failed: the largest arrays its compiled programs make (readings.buffers.Buffer)
+    buffers: tuple[
+        Any, ...
+    ] = ()  # where it failed: the largest arrays its compiled programs make (readings.buffers.Buffer)
     upcasts: tuple[Any, ...] = ()  # where it failed: float32 arrays converted from bf16/f16, the largest first
     files: tuple[str, ...] = ()  # files written for it (its device-memory profile), where a directory was given
 

@@ -107,14 +107,15 @@ class Change:
         return None if self.old == 0 else 100.0 * (self.new - self.old) / abs(self.old)
 
 
-
 def comparable(old: dict[str, Any]) -> bool:
     """A baseline entry whose figures can judge a run: the test did not fail there (a failed test's
     figures stop where it failed)."""
     return old.get("outcome") != "failed"
 
 
-def compare_entry(nodeid: str, old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...]) -> list[Change]:
+def compare_entry(
+    nodeid: str, old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...]
+) -> list[Change]:
     """The figures of one test that differ between the baseline's entry and this run's (judged
     only where the baseline's entry is comparable)."""
     if not comparable(old):
@@ -133,7 +134,12 @@ def compare_entry(nodeid: str, old: dict[str, Any], new: dict[str, Any], toleran
 DETERMINISTIC_SINCE = 2  # the report schema version from which peaks and growth come from deterministic readings
 
 
-def foreign(old: dict[str, Any], new: dict[str, Any], old_version: int = DETERMINISTIC_SINCE, new_version: int = DETERMINISTIC_SINCE) -> str:
+def foreign(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    old_version: int = DETERMINISTIC_SINCE,
+    new_version: int = DETERMINISTIC_SINCE,
+) -> str:
     """Why a baseline's figures are not comparable with this run's ("" where they are): another
     platform or device kind, or figures read another way (a report of schema version 1, whose
     peaks a timing-dependent sampler could set). A context that does not say (no measured test

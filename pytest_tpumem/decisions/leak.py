@@ -205,9 +205,7 @@ def kept_in_every_iteration(
     before = (before() if callable(before) else before) or {}
     after = (after() if callable(after) else after) or {}
     grown = {key for key in every if after.get(key[1], 0) - before.get(key[1], 0) >= len(runs)}
-    return tuple(
-        KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(grown, key=str)
-    )
+    return tuple(KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(grown, key=str))
 
 
 @dataclass(frozen=True)
@@ -230,7 +228,9 @@ class LeakReport:
     host: bool | int = True  # host RSS judged with the threshold (True), not judged (False), or with its own (bytes)
     confirmed_by: int = 0  # runs after the iterations that confirmed a growth (0: none was needed)
     unconfirmed: str = ""  # where the confirming runs raised: the error (the first runs' verdict stands)
-    profiles: tuple[bytes, ...] = ()  # where asked for: jax's device-memory profiles after the warmup and after the last run
+    profiles: tuple[
+        bytes, ...
+    ] = ()  # where asked for: jax's device-memory profiles after the warmup and after the last run
     files: tuple[str, ...] = ()  # files written for this report (profiles, timeline), where a directory was given
 
     def threshold_for(self, series: Series) -> int | None:
@@ -482,7 +482,9 @@ def check_leaks(
     validate(fn, iterations, warmup, clear_caches)
     host = parse_host(host)
     if confirm_cleared and clear_caches:
-        raise ValueError("confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)")
+        raise ValueError(
+            "confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)"
+        )
     threshold = parse_size(threshold, what="threshold")
     devices = device_readings.local_devices() if devices is None else list(devices)
     # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
@@ -535,7 +537,9 @@ def check_leaks(
                     limit, source = capacity
                 rss = name == HOST_RSS
                 shown = rss and HOST_OTHER in points[0]  # RSS is split exactly into malloc's and the rest
-                series.append(Series(name, device, tuple(p[name][0] for p in points), limit, source, every=rss, shown_only=shown))
+                series.append(
+                    Series(name, device, tuple(p[name][0] for p in points), limit, source, every=rss, shown_only=shown)
+                )
         report = LeakReport(
             iterations,
             warmup,
@@ -561,7 +565,16 @@ def check_leaks(
             try:
                 runs = max(iterations, defaults.CONFIRM_RUNS)
                 confirmation, confirming_runs = _confirm(
-                    fn, args, kwargs, devices, births, points[-1], iterations, runs, clear, clear_caches,
+                    fn,
+                    args,
+                    kwargs,
+                    devices,
+                    births,
+                    points[-1],
+                    iterations,
+                    runs,
+                    clear,
+                    clear_caches,
                     lambda done: step(total + done, total + runs),
                 )
             except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands

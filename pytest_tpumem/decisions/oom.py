@@ -41,7 +41,9 @@ class OomResult:
     peak: PeakReport | None  # what was measured until then, where the test was measured
 
     @classmethod
-    def of(cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None) -> OomResult:
+    def of(
+        cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None
+    ) -> OomResult:
         from ..errors import first_line
 
         return cls(first_line(error), during, limit, peak)

@@ -285,7 +285,9 @@ class PeakTracker:
                 free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
                 largest_free=last.largest_free,
                 sampler=sampled.get(label),
-                program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
+                program=moment.what.removeprefix("program ")
+                if moment is not None and moment.what != "transfer"
+                else "",
             )
         host_peak = host.host_peak() if self._host_reset else None
         return PeakReport(devices, host_peak, tuple(needs), profile, "" if watch is not None else "unavailable")

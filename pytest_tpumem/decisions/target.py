@@ -120,7 +120,15 @@ class TargetCheck:
     defaults to the target's usable HBM per device. ``devices``: where the other arrays in use are
     read (default: every local device)."""
 
-    def __init__(self, target: Any, budget: int | str | None = None, *, spelled: str = "", check: str = "TargetCheck", devices: list[Any] | None = None):
+    def __init__(
+        self,
+        target: Any,
+        budget: int | str | None = None,
+        *,
+        spelled: str = "",
+        check: str = "TargetCheck",
+        devices: list[Any] | None = None,
+    ):
         from ..targets import Target, parse_target
         from ..units import parse_size
 

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from .measure import Measurer
+    from .reporter import Reporter
 
-MEASURER = pytest.StashKey["Measurer"]()
-REPORTER = pytest.StashKey["Reporter"]()
+MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()
+REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()
 NAMES = ("tpumem-reporter", "tpumem-measurer")  # the names they are registered under, as plugins

@@ -87,7 +87,13 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
         report = run_leak_check(
-            request.node, call, iterations=iterations, warmup=warmup, threshold=limit, clear_caches=clear_caches, host=judged
+            request.node,
+            call,
+            iterations=iterations,
+            warmup=warmup,
+            threshold=limit,
+            clear_caches=clear_caches,
+            host=judged,
         )
         if report.leaking:
             raise LeakFailure(report, request.config.get_verbosity())
@@ -116,7 +122,9 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
         from ..units import SizeError, parse_size
 
         try:
-            chosen = parse_target(target if target is not None else default_target or "", what="hbm_estimate(target=...)")
+            chosen = parse_target(
+                target if target is not None else default_target or "", what="hbm_estimate(target=...)"
+            )
             limit = chosen.hbm_per_device if budget is None else parse_size(budget, what="hbm_estimate(budget=...)")
         except (TargetError, SizeError) as e:
             fail(str(e) + (NO_TARGET_HINT if target is None and default_target is None else ""))

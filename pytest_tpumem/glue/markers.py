@@ -91,7 +91,9 @@ def closest(item: Any, name: str) -> Any:
         found = [m for m in getattr(node, "own_markers", ()) if m.name == name]
         if len(found) > 1:
             given = ", ".join(f"@pytest.mark.{name}{spell(m)}" for m in found)
-            raise MarkerError(f"{given}: {len(found)} {name} markers on {node.name}; give one (the nearest of a function, class or module wins)")
+            raise MarkerError(
+                f"{given}: {len(found)} {name} markers on {node.name}; give one (the nearest of a function, class or module wins)"
+            )
         if found:
             return found[0]
     return None

@@ -49,7 +49,6 @@ def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
     fail(message(result))
 
 
-
 class Measurer:
     """Measures each planned test; reached through ``config.stash[MEASURER]`` (the fixtures use it)."""
 
@@ -150,7 +149,9 @@ class Measurer:
         if plan.unswept:
             self.reporter.not_swept.add(item.nodeid)
         original = getattr(item, "obj", None)
-        unittest_item = item if plan.leak is not None and is_unittest(item) and isinstance(item, pytest.Function) else None
+        unittest_item = (
+            item if plan.leak is not None and is_unittest(item) and isinstance(item, pytest.Function) else None
+        )
         if unittest_item is not None:  # unittest calls the method it finds on the item
             unittest_item.obj = self._leak_checked_method(item, plan, original)
         try:
@@ -239,11 +240,15 @@ class Measurer:
         from ..readings.tpu import TopologyError
 
         try:  # a topology libtpu cannot build, or a jax without the capture hook, fails before the test runs
-            return TargetCheck(budget.target, budget.limit, spelled=budget.spelled, check="max_hbm", devices=self.devices())
+            return TargetCheck(
+                budget.target, budget.limit, spelled=budget.spelled, check="max_hbm", devices=self.devices()
+            )
         except (Unavailable, TopologyError) as e:
             fail(not_judged(budget.spelled, str(e)))
 
-    def _judge(self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str) -> None:
+    def _judge(
+        self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str
+    ) -> None:
         """After the call: each check's result gives the report section and the row; an
         out-of-memory fails the test, and so does a failed check where the test has not already
         failed for its own reason (its own error stays the one shown; the check goes in the section)."""
@@ -255,7 +260,16 @@ class Measurer:
         finally:
             tracker.release()
 
-    def _judge_peak(self, item: pytest.Item, plan: TestPlan, peak: Any, tracker: Any, target: Any, oom: BaseException | None, outcome: str) -> None:
+    def _judge_peak(
+        self,
+        item: pytest.Item,
+        plan: TestPlan,
+        peak: Any,
+        tracker: Any,
+        target: Any,
+        oom: BaseException | None,
+        outcome: str,
+    ) -> None:
         from ..decisions.budget import BudgetResult
         from ..decisions.oom import OomResult, free
 
@@ -297,7 +311,9 @@ class Measurer:
             return None
         fn = pyfuncitem.obj
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        self._leak_check(pyfuncitem, plan, functools.partial(fn, **kwargs))  # fixtures named like check_leaks' options stay the test's
+        self._leak_check(
+            pyfuncitem, plan, functools.partial(fn, **kwargs)
+        )  # fixtures named like check_leaks' options stay the test's
         return True
 
     def _leak_checked_method(self, item: pytest.Item, plan: TestPlan, method: Any) -> Any:
@@ -344,7 +360,6 @@ class Measurer:
         item.stash[_LEAK_REPORT] = report
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
-
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed or hasattr(report, "wasxfail"):  # its traceback may hold its frames in a cycle

@@ -28,4 +28,3 @@ class Off:
             from ..telling.run import markers_inert
 
             terminalreporter.write_line(markers_inert(len(self.marked)), yellow=True)
-

@@ -21,8 +21,18 @@ MAX_CHIPS = 4096  # a TPU slice's chips a host's workers share: far more than an
 
 # (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
 OPTIONS = (
-    ("tpumem", "--tpumem", "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary", "bool"),
-    ("tpumem_max_hbm", "--tpumem-max-hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", "size"),
+    (
+        "tpumem",
+        "--tpumem",
+        "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary",
+        "bool",
+    ),
+    (
+        "tpumem_max_hbm",
+        "--tpumem-max-hbm",
+        "default peak device-memory budget for every test, e.g. 16GB (a marker wins)",
+        "size",
+    ),
     (
         "tpumem_leak_threshold",
         "--tpumem-leak-threshold",
@@ -36,7 +46,12 @@ OPTIONS = (
         "not judged: devices only) or a size, its own threshold (e.g. 200MB)",
         "host",
     ),
-    ("tpumem_top", "--tpumem-top", f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)", "int"),
+    (
+        "tpumem_top",
+        "--tpumem-top",
+        f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)",
+        "int",
+    ),
     (
         "tpumem_target",
         "--tpumem-target",
@@ -136,7 +151,9 @@ class Settings(NamedTuple):
     enabled: bool = False
     max_hbm: int | None = None
     leak_threshold: int = defaults.LEAK_THRESHOLD
-    leak_host: bool | int = True  # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
+    leak_host: bool | int = (
+        True  # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
+    )
     top: int = defaults.TOP
     sample_interval: float = defaults.SAMPLE_MS / 1000
     target: str | None = None  # a TPU topology, "v5e:2x2"
@@ -217,7 +234,9 @@ def _convert(value: Any, kind: str, where: str) -> Any:
     if kind == "tolerances":
         from ..decisions.compare import ToleranceError, parse_tolerances
 
-        values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
+        values = (
+            [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
+        )
         try:
             tolerances = parse_tolerances(values, where)
         except ToleranceError as e:
@@ -241,7 +260,9 @@ def _convert(value: Any, kind: str, where: str) -> Any:
     raise AssertionError(kind)
 
 
-def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> tuple[Any, str]:
+def _raw(
+    name: str, flag: str, kind: str, getoption: Callable[[str], Any], getini: Callable[[str], Any]
+) -> tuple[Any, str]:
     """The value as given and where it came from; (None, "") where it was not given."""
     raw = getoption(name)
     if raw is not None:
@@ -255,7 +276,9 @@ def _raw(name: str, flag: str, kind: str, getoption: Callable[[str], Any], getin
         if " expects " in str(e):  # pytest 9's native [tool.pytest] table is typed: its message says what it got
             hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else TYPED_HINT
             raise SettingError(f"{where}: {e}{hint}") from None
-        quoted = re.search(r"'([^']*)'\s*$", str(e))  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
+        quoted = re.search(
+            r"'([^']*)'\s*$", str(e)
+        )  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
         if quoted and kind != "size":
             return quoted.group(1), where  # judged by _convert, which says what is accepted
         hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""
@@ -304,7 +327,11 @@ def resolve(
     )
     if not settings.enabled:
         return settings  # unused_when_off() warns about what is set
-    if settings.json_path is not None and settings.compare_path is not None and _same(settings.json_path, settings.compare_path):
+    if (
+        settings.json_path is not None
+        and settings.compare_path is not None
+        and _same(settings.json_path, settings.compare_path)
+    ):
         raise SettingError(
             f"--tpumem-json {settings.json_path} is the baseline --tpumem-compare reads: it would be overwritten; "
             "write the report elsewhere, or replace the baseline with --tpumem-save"

@@ -80,7 +80,7 @@ def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]
             return Budget(parsed["limit"], spelled, target), True
         if target is None:
             raise markers.MarkerError(
-                f"@pytest.mark.{spelled}: give a limit (\"16GB\") or a TPU target (target=\"v5e\", or --tpumem-target)"
+                f'@pytest.mark.{spelled}: give a limit ("16GB") or a TPU target (target="v5e", or --tpumem-target)'
             )
         return Budget(target.hbm_per_device, f"{spelled}: {target.generation}'s usable HBM", target), True
     if settings.max_hbm is not None:
@@ -121,7 +121,7 @@ def is_unittest(item: pytest.Item) -> bool:
 
 
 def cannot_rerun_why(item: pytest.Item, benchmark: bool = False) -> str:
-    """"" for a test whose body can be run again on its own: a test function (its fixtures kept),
+    """ "" for a test whose body can be run again on its own: a test function (its fixtures kept),
     or a unittest.TestCase method (on its instance). "async" for async ones, "benchmark" for a
     pytest-benchmark test (its fixture runs once a test), "other" for doctests and other items."""
     import inspect

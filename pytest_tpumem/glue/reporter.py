@@ -53,7 +53,6 @@ def _cut_short(session: pytest.Session) -> str:
     return ""
 
 
-
 class Reporter:
     """Rows, reports, the baseline and the summary of one run."""
 
@@ -86,7 +85,6 @@ class Reporter:
             self.baseline_ids = match_tests(
                 self.baseline["tests"], [i.nodeid for i in session.items], old_root, str(self.config.rootpath)
             )
-
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from ..telling.rows import records_of
@@ -126,7 +124,9 @@ class Reporter:
         if self._report is None:
             from ..telling import report
 
-            tests = {nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
+            tests = {
+                nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()
+            }
             self._report = report.build(tests, self._context())
         return self._report
 

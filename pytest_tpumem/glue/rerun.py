@@ -50,7 +50,7 @@ class _PerTest:
             now = handler.stream  # caplog.clear() gives the handler a new, empty stream
             now.seek(position if now is stream else 0)
             now.truncate()
-        del self.item.user_properties[self.properties:]
+        del self.item.user_properties[self.properties :]
         recwarn = getattr(self.item, "funcargs", {}).get("recwarn")
         if recwarn is not None and hasattr(recwarn, "clear"):
             recwarn.clear()
@@ -105,7 +105,13 @@ class Reruns:
         caller re-raises it)."""
         from ..decisions.oom import is_oom
 
-        if error is not self.raised or self.runs <= 1 or not isinstance(error, (Exception, pytest.fail.Exception)) or isinstance(error, _PASSED_THROUGH) or is_oom(error):
+        if (
+            error is not self.raised
+            or self.runs <= 1
+            or not isinstance(error, (Exception, pytest.fail.Exception))
+            or isinstance(error, _PASSED_THROUGH)
+            or is_oom(error)
+        ):
             return None
         return not_rerunnable(self.item.name, self.runs, self.total, error)
 

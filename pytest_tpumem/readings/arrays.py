@@ -63,8 +63,18 @@ class ArrayInfo:
     site: Frame | None  # the user's line that made it; None where none was recorded
 
 
-_SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "s32",
-                 "int64": "s64", "int8": "s8", "uint8": "u8", "uint32": "u32", "bool": "pred"}
+_SHORT_DTYPES = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "s32",
+    "int64": "s64",
+    "int8": "s8",
+    "uint8": "u8",
+    "uint32": "u32",
+    "bool": "pred",
+}
 
 
 def describe(array: Any) -> ArrayInfo | None:

@@ -71,7 +71,9 @@ def _frames(module_text: str) -> dict[str, str]:
     for number, rest in tables.get("FileLocations", {}).items():
         fields = dict(re.findall(r"(\w+)=(\d+)", rest))
         path = names.get(fields.get("file_name_id", ""), "?")
-        locations[number] = f"{short_path(path)}:{fields.get('line', '?')} ({functions.get(fields.get('function_name_id', ''), '?')})"
+        locations[number] = (
+            f"{short_path(path)}:{fields.get('line', '?')} ({functions.get(fields.get('function_name_id', ''), '?')})"
+        )
     out = {}
     for number, rest in tables.get("StackFrames", {}).items():
         fields = dict(re.findall(r"(\w+)=(\d+)", rest))
@@ -134,9 +136,26 @@ def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[B
 # --- the run's own programs: their optimized HLO ---------------------------------------------------
 
 _DTYPE_BYTES = {
-    "pred": 1, "s2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
-    "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-    "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+    "pred": 1,
+    "s2": 1,
+    "s4": 1,
+    "u4": 1,
+    "s8": 1,
+    "u8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "c64": 8,
+    "c128": 16,
 }
 _HLO = re.compile(r"^\s*(ROOT\s+)?%(\S+) = ([a-z0-9]+)\[([\d,]*)\]\S* ([a-z-]+)\((.*?)\)(.*)$")
 _NOT_A_BUFFER = {"get-tuple-element", "bitcast", "tuple", "constant", "after-all", "partition-id", "replica-id"}
@@ -154,7 +173,7 @@ def hlo_buffers(module_text: str) -> tuple[Buffer, ...]:
         return ()
     out = []
     dtypes: dict[str, str] = {}  # instruction -> its dtype, to tell what a conversion converted
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("}"):
             break
         m = _HLO.match(line)

@@ -9,7 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 # Environment variables that change how much device memory a run has or takes, or which devices it sees.
-_ENV_PREFIXES = ("XLA_", "JAX_", "TPU_", "LIBTPU_", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ALLOW_MULTIPLE_LIBTPU_LOAD")
+_ENV_PREFIXES = (
+    "XLA_",
+    "JAX_",
+    "TPU_",
+    "LIBTPU_",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD",
+)
 _ENV_EXCLUDED = ("JAX_COORDINATOR_ADDRESS",)  # hosts, not memory
 
 
@@ -47,9 +55,7 @@ def git(directory: str) -> dict[str, Any] | None:
 
     def run(*args: str) -> str | None:
         try:
-            done = subprocess.run(
-                ("git", *args), cwd=directory, capture_output=True, timeout=10, check=False
-            )
+            done = subprocess.run(("git", *args), cwd=directory, capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.SubprocessError):
             return None
         # bytes, decoded leniently: a file name git prints raw (core.quotepath=false) need not be UTF-8

@@ -112,7 +112,9 @@ def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str
 
     out: dict[str, int] = {}
     counted: set[tuple[str, int]] = set()
-    layouts: dict[tuple[int, Any, Any], tuple[tuple[str, ...], int]] = {}  # the arrays hold their shardings for the walk
+    layouts: dict[
+        tuple[int, Any, Any], tuple[tuple[str, ...], int]
+    ] = {}  # the arrays hold their shardings for the walk
     for arr in jax.live_arrays():
         if visit is not None:
             visit(arr)
@@ -170,7 +172,9 @@ def _shard_addresses(arr: Any, labels: tuple[str, ...]) -> list[tuple[str, int |
 
 
 @_one_at_a_time
-def read_devices(devices: Iterable[Any] | None = None, visit: Callable[[Any], None] | None = None) -> dict[str, DeviceMemory]:
+def read_devices(
+    devices: Iterable[Any] | None = None, visit: Callable[[Any], None] | None = None
+) -> dict[str, DeviceMemory]:
     """Read every source for every addressable device (or the ones given); ``visit``: see live_bytes_by_device."""
     devices = local_devices() if devices is None else list(devices)
     live = live_bytes_by_device(visit)

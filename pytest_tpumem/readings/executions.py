@@ -120,7 +120,9 @@ class ExecutionWatch:
         self._pending = 0
         used = device_readings.read_used(self.devices)
         where = need.devices if need is not None else tuple(used)
-        self._note({label: max(0, used.get(label, 0) + beyond) for label in where}, f"program {need.name if need else '?'}")
+        self._note(
+            {label: max(0, used.get(label, 0) + beyond) for label in where}, f"program {need.name if need else '?'}"
+        )
 
     def after_transfer(self, nbytes: int) -> None:
         self._pending += nbytes
@@ -166,7 +168,11 @@ def _executing(original: Callable[..., Any]) -> Callable[..., Any]:
         watches = list(_active)
         if watches:
             try:
-                need = _needs[self] if self in _needs else _needs.setdefault(self, need_of(self.xla_executable, str(self.name)))
+                need = (
+                    _needs[self]
+                    if self in _needs
+                    else _needs.setdefault(self, need_of(self.xla_executable, str(self.name)))
+                )
                 extra = _arguments(args)
                 for w in watches:
                     w.before_program(self.xla_executable, need, extra)

@@ -18,8 +18,25 @@ from typing import Any
 # installed in site-packages is a library too; the user's own code is what remains (the tests, and
 # a package of theirs installed in development mode).
 LIBRARIES = (
-    "jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "scipy", "_pytest", "pytest", "pluggy",
-    "pytest_tpumem", "optax", "flax", "chex", "equinox", "haiku", "orbax", "absl", "xdist", "execnet",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "ml_dtypes",
+    "opt_einsum",
+    "scipy",
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "pytest_tpumem",
+    "optax",
+    "flax",
+    "chex",
+    "equinox",
+    "haiku",
+    "orbax",
+    "absl",
+    "xdist",
+    "execnet",
 )
 
 

@@ -60,7 +60,18 @@ def _mallinfo2() -> Any:
             class Mallinfo2(ctypes.Structure):
                 _fields_ = [
                     (name, ctypes.c_size_t)
-                    for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+                    for name in (
+                        "arena",
+                        "ordblks",
+                        "smblks",
+                        "hblks",
+                        "hblkhd",
+                        "usmblks",
+                        "fsmblks",
+                        "uordblks",
+                        "fordblks",
+                        "keepcost",
+                    )
                 ]
 
             fn = ctypes.CDLL(None).mallinfo2

@@ -20,7 +20,9 @@ COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs c
 PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a TPU-target test lowers
 RETARGETING = "retargeting"  # jax._src.core.eval_jaxpr, AbstractMesh.update: a captured program on TPU devices
 BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized: read devices only once started
-SOURCE_LINES = "source lines"  # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
+SOURCE_LINES = (
+    "source lines"  # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
+)
 PROGRAM_RUNS = "program runs"  # pjit's fast-path data, ExecuteReplicated.__call__, device_put's impl: each run read (readings.executions)
 FEATURES = (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES, PROGRAM_RUNS)
 
@@ -66,7 +68,8 @@ def _missing(feature: str) -> str | None:
 
             ok = (
                 callable(getattr(pjit, "_get_fastpath_data", None))
-                and "__call__" in vars(getattr(pxla, "ExecuteReplicated", object))  # the class's own, patched by the watch
+                and "__call__"
+                in vars(getattr(pxla, "ExecuteReplicated", object))  # the class's own, patched by the watch
                 and callable(getattr(dispatch, "_batched_device_put_impl", None))
                 and callable(getattr(getattr(_jax, "PjitFunctionCache", None), "clear_all", None))
             )
@@ -151,7 +154,10 @@ def execution_hooks() -> tuple[Any, Any, Any, Callable[[], None]]:
     from jax._src.lib import _jax
 
     def clear() -> None:
-        for cache in (getattr(pjit, "_cpp_pjit_cache_fun_only", None), getattr(pjit, "_cpp_pjit_cache_explicit_attributes", None)):
+        for cache in (
+            getattr(pjit, "_cpp_pjit_cache_fun_only", None),
+            getattr(pjit, "_cpp_pjit_cache_explicit_attributes", None),
+        ):
             if cache is not None:
                 cache.clear()
         _jax.PjitFunctionCache.clear_all()
@@ -269,7 +275,7 @@ def with_context_mesh(ctx: Any, mesh: Any) -> Any:
 
     # The state jax reads the current abstract mesh from: in jax._src.config up to 0.11, in
     # jax._src.mesh from 0.12.
-    state = getattr(config, "abstract_mesh_context_manager", None) or mesh_lib.abstract_mesh_context_manager
+    state = getattr(config, "abstract_mesh_context_manager", None) or mesh_lib.abstract_mesh_context_manager  # type: ignore[attr-defined]
     with ctx.manager:
         previous = state.swap_local(mesh)
         try:

@@ -166,7 +166,10 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
 
     def run(*xs: Any) -> Any:  # traced as xs[i]; tpu._named_arguments gives the names back
         results = jaxcompat.eval_jaxpr(jaxpr, list(xs[:n_consts]), *xs[n_consts:])
-        return [jax.lax.with_sharding_constraint(r, s) if s is not None else r for r, s in zip(results, outs + [None] * len(results))]
+        return [
+            jax.lax.with_sharding_constraint(r, s) if s is not None else r
+            for r, s in zip(results, outs + [None] * len(results))
+        ]
 
     run.__name__ = run.__qualname__ = program.name  # the compiled program (and its buffers) keep the test's name
     donate = tuple(n_consts + i for i, d in enumerate(program.donated) if d)

@@ -117,9 +117,18 @@ def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, device
                 if m is None:
                     raise
                 estimate = HbmEstimate(
-                    target=target.topology, devices=devices, peak=_size(m[1], m[2]), arguments=0, outputs=0, temps=0,
-                    generated_code=0, capacity=_size(m[3], m[4]), refused=True, compiler_message=m.group(0),
-                    program=name, xla_peak=_size(m[1], m[2]),
+                    target=target.topology,
+                    devices=devices,
+                    peak=_size(m[1], m[2]),
+                    arguments=0,
+                    outputs=0,
+                    temps=0,
+                    generated_code=0,
+                    capacity=_size(m[3], m[4]),
+                    refused=True,
+                    compiler_message=m.group(0),
+                    program=name,
+                    xla_peak=_size(m[1], m[2]),
                 )
             else:
                 ma = compiled.memory_analysis()
@@ -186,8 +195,6 @@ def estimate_hbm(
         t,
         n_devices,
     )
-
-
 
 
 class LibtpuMissing(RuntimeError):

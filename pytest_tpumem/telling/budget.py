@@ -76,7 +76,9 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
         lines.append("  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):")
         lines += ["    " + upcast_line(b) for b in shown(result.upcasts, verbosity)]
     if result.buffers and (verbosity >= 0 or not result.upcasts):
-        lines.append("  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):")
+        lines.append(
+            "  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):"
+        )
         lines += ["    " + buffer_line(b) for b in shown(result.buffers, verbosity)]
     lines += files_lines(result.files)
     return "\n".join(lines)
@@ -124,7 +126,6 @@ def buffer_line(b: Buffer) -> str:
     else:
         what = f"{b.kind} from {b.op or b.instruction} [{b.instruction}]"
     return f"{format_size(b.size):>9}  {b.shape}  {what}{where}"
-
 
 
 def devices_row(peak: Any) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,11 @@ def change_line(change: Change, baseline: str = "the baseline") -> str:
 def _status(change: Change, foreign: bool) -> str:
     """REGRESSED beyond the tolerance broken, improved, or "-" (within every tolerance, or none given)."""
     if change.regressed:
-        return f"beyond {change.regressed_beyond}, not judged" if foreign else f"REGRESSED beyond {change.regressed_beyond}"
+        return (
+            f"beyond {change.regressed_beyond}, not judged"
+            if foreign
+            else f"REGRESSED beyond {change.regressed_beyond}"
+        )
     return "improved" if change.improved else "-"
 
 
@@ -83,8 +87,7 @@ def matching_lines(comparison: Comparison, baseline_name: str) -> list[str]:
         ]
     if comparison.renamed:
         return [
-            f"{plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: "
-            f"{_roots(comparison)}"
+            f"{plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: {_roots(comparison)}"
         ]
     return []
 
@@ -167,7 +170,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     tests = sorted(report.get("tests", {}).items(), key=worst_first)
     rows: list[tuple[str, ...]] = [("verdict", "peak", "budget", "growth/iter", "test")]
     for nodeid, e in tests:
-        rows.append((e.get("verdict", "?"), _size(e.get("peak")), _size(e.get("budget")), _size(e.get("growth")), nodeid))
+        rows.append(
+            (e.get("verdict", "?"), _size(e.get("peak")), _size(e.get("budget")), _size(e.get("growth")), nodeid)
+        )
     failed = sum(1 for _, e in tests if e.get("verdict") != "ok")
     lines.append("")
     lines += table(rows) if tests else ["no test measured"]

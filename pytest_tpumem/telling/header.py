@@ -23,7 +23,11 @@ XDIST_CONTROLLER_LINE = "tpumem: devices are read in the pytest-xdist workers an
 
 def settings_line(max_hbm: int | None, leak_threshold: int, leak_host: bool | int = True) -> str:
     budget = format_size(max_hbm) if max_hbm else "none"
-    host = "" if leak_host is True else (", host RSS not judged" if leak_host is False else f", host RSS {format_size(leak_host)}/iteration")
+    host = (
+        ""
+        if leak_host is True
+        else (", host RSS not judged" if leak_host is False else f", host RSS {format_size(leak_host)}/iteration")
+    )
     return f"tpumem: default budget {budget}, leak threshold {format_size(leak_threshold)}/iteration{host}"
 
 
@@ -59,4 +63,3 @@ def worker_backend_lines(backends: dict[str, dict[str, Any]]) -> list[str]:
     if len(distinct) == 1:
         return backend_lines(next(iter(distinct.values())))
     return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
-

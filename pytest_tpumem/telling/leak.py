@@ -37,9 +37,15 @@ def series_line(s: Series, judged: bool = True) -> str:
 def site_line(site: LeakSite) -> str:
     """``16.0MB/iteration  3 arrays f32[4000000] on cpu:0  at test_leaky.py:17 in test_leak``"""
     shapes = ", ".join(site.shapes[:2]) + (f" and {len(site.shapes) - 2} more shapes" if len(site.shapes) > 2 else "")
-    where = f"at {site.site}" if site.site is not None else "made inside a library (no line of the test's code recorded)"
+    where = (
+        f"at {site.site}" if site.site is not None else "made inside a library (no line of the test's code recorded)"
+    )
     devices = ", ".join(site.devices[:4]) + (" ..." if len(site.devices) > 4 else "")
-    rate = f"{format_size(site.per_iteration):>9}/iteration" if site.accumulates else f"{format_size(site.nbytes):>9} of one run"
+    rate = (
+        f"{format_size(site.per_iteration):>9}/iteration"
+        if site.accumulates
+        else f"{format_size(site.nbytes):>9} of one run"
+    )
     return f"{rate}  {plural(site.count, 'array')} {shapes} on {devices}  {where}"
 
 
@@ -112,7 +118,7 @@ def message(report: LeakReport, verbosity: int = 0) -> str:
         lines += ["  " + series_line(s, report.threshold_for(s) is not None) for s in series]
         lines += details(report, verbosity)
         if verbosity > 0:
-            lines += ["  " + line for line in section(report).splitlines()[len(report.series):]]
+            lines += ["  " + line for line in section(report).splitlines()[len(report.series) :]]
         lines += files_lines(report.files)
     if report.cache_grows:
         n = len(report.kept_programs)
@@ -130,7 +136,11 @@ def message(report: LeakReport, verbosity: int = 0) -> str:
 def section(report: LeakReport) -> str:
     lines = [series_line(s, report.threshold_for(s) is not None) for s in report.series]
     if report.confirmed_by:
-        how = "with jax's caches cleared after each" if report.confirmed_cleared or report.clear_caches else "with jax's caches kept"
+        how = (
+            "with jax's caches cleared after each"
+            if report.confirmed_cleared or report.clear_caches
+            else "with jax's caches kept"
+        )
         lines.append(
             f"the growth was confirmed by {plural(report.confirmed_by, 'more run')} ({how}): a series leaks only "
             "where both grew by its threshold, and its growth is the smaller of the two"
@@ -145,13 +155,14 @@ def section(report: LeakReport) -> str:
         )
     if report.clear_caches and report.cache_residue:
         freed = ", ".join(f"{label} {format_size(n)}" for label, n in report.cache_residue.items())
-        lines.append(f"jax.clear_caches() freed after a run, at most: {freed} (what a second run would find taken without it)")
+        lines.append(
+            f"jax.clear_caches() freed after a run, at most: {freed} (what a second run would find taken without it)"
+        )
     return "\n".join(lines)
 
 
 def progress(done: int, total: int) -> str:
     return f"[run {done}/{total}] "
-
 
 
 def site_text(frame: Any) -> str | None:
@@ -193,7 +204,9 @@ def row(r: LeakReport) -> dict[str, Any]:
             {"site": site_text(g.site), "bytes": g.nbytes, "arrays": g.count, "shapes": list(g.shapes), "runs": g.runs}
             for g in r.sites
         ],
-        "host_sites": [{"site": site_text(h.site), "bytes": h.nbytes, "allocations": h.allocations} for h in r.host_sites],
+        "host_sites": [
+            {"site": site_text(h.site), "bytes": h.nbytes, "allocations": h.allocations} for h in r.host_sites
+        ],
         "kept_programs": [
             {"program": k.name, "site": site_text(k.site), "per_iteration": k.per_iteration} for k in r.kept_programs
         ],

@@ -21,7 +21,6 @@ def message(result: OomResult, verbosity: int = 0) -> str:
     return "\n".join(lines)
 
 
-
 def section(result: OomResult) -> str:
     return message(result)
 

@@ -98,7 +98,9 @@ def read(path: str) -> dict[str, Any]:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise ReportError(f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)")
+            raise ReportError(
+                f"{path}: not a regular file (a report is a JSON file written by --tpumem-json or --tpumem-save)"
+            )
         if st.st_size > MAX_BYTES:
             raise ReportError(f"{path}: {st.st_size} bytes, larger than any report ({MAX_BYTES} bytes at most)")
         with open(path, "rb") as f:
@@ -116,7 +118,9 @@ def read(path: str) -> dict[str, Any]:
     except RecursionError:
         raise ReportError(f"{path}: nested too deeply to be a report") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: not JSON ({e}); is it a report written by --tpumem-json or --tpumem-save?") from None
+        raise ReportError(
+            f"{path}: not JSON ({e}); is it a report written by --tpumem-json or --tpumem-save?"
+        ) from None
     check(report, path)
     return report
 
@@ -124,17 +128,39 @@ def read(path: str) -> dict[str, Any]:
 # What a report's values may be: each reader (the summary, show, compare, merge) relies on these.
 _TEXT, _INT, _BOOL, _OBJECT, _LIST = "text", "a whole number", "true or false", "an object", "a list"
 _CONTEXT: dict[str, tuple[str, bool]] = {  # key: (kind, null allowed)
-    "started": (_TEXT, True), "finished": (_TEXT, True), "hostname": (_TEXT, True), "pid": (_INT, True),
-    "platform": (_TEXT, True), "device_kind": (_TEXT, True), "devices": (_LIST, True), "device_count": (_INT, True),
-    "bytes_limit": (_INT, True), "stand_in": (_BOOL, True), "process_index": (_INT, True),
-    "process_count": (_INT, True), "merged_from": (_INT, True), "xdist_workers": (_INT, True),
-    "versions": (_OBJECT, True), "env": (_OBJECT, True), "git": (_OBJECT, True), "rootdir": (_TEXT, True),
+    "started": (_TEXT, True),
+    "finished": (_TEXT, True),
+    "hostname": (_TEXT, True),
+    "pid": (_INT, True),
+    "platform": (_TEXT, True),
+    "device_kind": (_TEXT, True),
+    "devices": (_LIST, True),
+    "device_count": (_INT, True),
+    "bytes_limit": (_INT, True),
+    "stand_in": (_BOOL, True),
+    "process_index": (_INT, True),
+    "process_count": (_INT, True),
+    "merged_from": (_INT, True),
+    "xdist_workers": (_INT, True),
+    "versions": (_OBJECT, True),
+    "env": (_OBJECT, True),
+    "git": (_OBJECT, True),
+    "rootdir": (_TEXT, True),
     "settings": (_OBJECT, True),
 }
 _ENTRY: dict[str, tuple[str, bool]] = {
-    "outcome": (_TEXT, False), "verdict": (_TEXT, False), "peak": (_INT, True), "peaks": (_OBJECT, False),
-    "budget": (_INT, True), "witness": (_TEXT, False), "growth": (_INT, True), "threshold": (_INT, True),
-    "growth_source": (_TEXT, False), "stand_in": (_BOOL, False), "host_peak": (_INT, True), "checks": (_LIST, False),
+    "outcome": (_TEXT, False),
+    "verdict": (_TEXT, False),
+    "peak": (_INT, True),
+    "peaks": (_OBJECT, False),
+    "budget": (_INT, True),
+    "witness": (_TEXT, False),
+    "growth": (_INT, True),
+    "threshold": (_INT, True),
+    "growth_source": (_TEXT, False),
+    "stand_in": (_BOOL, False),
+    "host_peak": (_INT, True),
+    "checks": (_LIST, False),
 }
 _SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
 
@@ -169,10 +195,10 @@ def check(report: Any, where: str) -> None:
             if key not in obj or (obj[key] is None and nullable):
                 continue
             if not _kind_ok(obj[key], kind):
-                raise bad(f"{what} \"{key}\" is {shown_value(obj[key])}, not {kind}")
+                raise bad(f'{what} "{key}" is {shown_value(obj[key])}, not {kind}')
 
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-        raise bad(f"not a pytest-tpumem report (no \"schema\": \"{SCHEMA}\")")
+        raise bad(f'not a pytest-tpumem report (no "schema": "{SCHEMA}")')
     version = report.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise bad(f"version {shown_value(version)} is not a whole number")
@@ -180,53 +206,56 @@ def check(report: Any, where: str) -> None:
         raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
     context = report.get("context")
     if not isinstance(context, dict):
-        raise bad("\"context\" is missing or not an object")
+        raise bad('"context" is missing or not an object')
     processes = report.get("processes", [])
     if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
-        raise bad("\"processes\" is not a list of objects")
+        raise bad('"processes" is not a list of objects')
     for i, c in enumerate([context, *processes]):
         what = "context" if i == 0 else f"processes[{i - 1}]"
         typed(c, _CONTEXT, what)
         if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
-            raise bad(f"{what} \"devices\" is not a list of text")
+            raise bad(f'{what} "devices" is not a list of text')
         for key in ("versions", "env"):
             if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
-                raise bad(f"{what} \"{key}\" is not an object of text")
+                raise bad(f'{what} "{key}" is not an object of text')
         git = c.get("git")
         if isinstance(git, dict) and (
-            not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
+            not isinstance(git.get("commit", ""), (str, type(None)))
+            or not isinstance(git.get("dirty"), (bool, type(None)))
         ):
-            raise bad(f"{what} \"git\" is not {{\"commit\": text, \"dirty\": true, false or null}}")
+            raise bad(f'{what} "git" is not {{"commit": text, "dirty": true, false or null}}')
         for key in ("bytes_limit",):
             if isinstance(c.get(key), int) and not _bytes_ok(c[key]):
-                raise bad(f"{what} \"{key}\" is {shown_value(c[key])}, not bytes from 0 to 2^63-1")
+                raise bad(f'{what} "{key}" is {shown_value(c[key])}, not bytes from 0 to 2^63-1')
         for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
             if isinstance(c.get(key), int) and not 0 <= c[key] <= 2**31:
-                raise bad(f"{what} \"{key}\" is {shown_value(c[key])}, out of range")
+                raise bad(f'{what} "{key}" is {shown_value(c[key])}, out of range')
     tests = report.get("tests")
     if not isinstance(tests, dict):
-        raise bad("\"tests\" is missing or not an object")
+        raise bad('"tests" is missing or not an object')
     verdicts = {v.value for v in Verdict}
     for nodeid, entry in tests.items():
         name = f"test {shown_value(nodeid)}:"
         if not isinstance(entry, dict):
             raise bad(f"{name} not an object")
         if not isinstance(entry.get("verdict"), str):
-            raise bad(f"{name} \"verdict\" is missing or not text")
+            raise bad(f'{name} "verdict" is missing or not text')
         if entry["verdict"] not in verdicts:
-            raise bad(f"{name} \"verdict\" is {shown_value(entry['verdict'])}, not one of {', '.join(sorted(verdicts))}")
+            raise bad(f'{name} "verdict" is {shown_value(entry["verdict"])}, not one of {", ".join(sorted(verdicts))}')
         for key in ("peak", "growth", "budget", "threshold", "host_peak"):
             value = entry.get(key)
             if value is not None and (not _kind_ok(value, _INT) or not _bytes_ok(value, key in _SIGNED)):
-                raise bad(f"{name} \"{key}\" is {shown_value(value)}, not bytes as a whole number from "
-                          f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1")
+                raise bad(
+                    f'{name} "{key}" is {shown_value(value)}, not bytes as a whole number from '
+                    f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1"
+                )
         typed(entry, _ENTRY, name)
         peaks = entry.get("peaks", {})
         if not isinstance(peaks, dict) or not all(_kind_ok(v, _INT) and _bytes_ok(v) for v in peaks.values()):
-            raise bad(f"{name} \"peaks\" is not an object of whole numbers of bytes")
+            raise bad(f'{name} "peaks" is not an object of whole numbers of bytes')
         checks = entry.get("checks", [])
         if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
-            raise bad(f"{name} \"checks\" is not a list of objects")
+            raise bad(f'{name} "checks" is not a list of objects')
 
 
 def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -264,7 +293,9 @@ def merge_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             for k, what in (("platform", "platform"), ("device_kind", "device kind")):
                 first = contexts[0].get(k) if contexts else None
                 if first and context.get(k) and context[k] != first:
-                    raise ReportError(f"{path}: {what} {context[k]!r}, but {reports[0][0]} has {first!r}; merge reports of one run")
+                    raise ReportError(
+                        f"{path}: {what} {context[k]!r}, but {reports[0][0]} has {first!r}; merge reports of one run"
+                    )
             contexts.append(context)
         index = report["context"].get("process_index")
         for nodeid, entry in report["tests"].items():

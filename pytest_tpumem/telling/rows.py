@@ -45,9 +45,7 @@ def regressed_row(changes: list[Any]) -> dict[str, Any]:
     return {
         "check": "baseline",
         "verdict": Verdict.REGRESSED.value,
-        "changes": [
-            {"figure": c.figure, "old": c.old, "new": c.new, "beyond": c.regressed_beyond} for c in changes
-        ],
+        "changes": [{"figure": c.figure, "old": c.old, "new": c.new, "beyond": c.regressed_beyond} for c in changes],
     }
 
 

@@ -111,4 +111,3 @@ def markers_inert(marked: int) -> str:
         f"pytest-tpumem is off: {tests} a max_hbm or leak_check marker and nothing was measured; "
         "pass --tpumem or set tpumem = true in the ini"
     )
-

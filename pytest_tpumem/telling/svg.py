@@ -52,7 +52,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
         f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
-        f'{n} runs; threshold {escape(format_size(report.threshold))}/run</text>',
+        f"{n} runs; threshold {escape(format_size(report.threshold))}/run</text>",
     ]
     v: float = low
     while v <= high + step / 2:  # gridlines and y labels
@@ -70,7 +70,9 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         f'<text transform="translate(18,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
     )
     points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(threshold_line))
-    out.append(f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>')
+    out.append(
+        f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>'
+    )
     legend: list[tuple[str | None, str, bool]] = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
     for i, s in enumerate(series):
         color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
@@ -82,7 +84,9 @@ def leak_timeline(report: LeakReport, title: str) -> str:
             f'<polyline class="series" data-name="{escape(s.name)}" points="{points}" fill="none" '
             f'stroke="{color}" stroke-width="{width}"{style}/>'
         )
-        out += [f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>' for k, val in enumerate(grown[s.name])]
+        out += [
+            f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>' for k, val in enumerate(grown[s.name])
+        ]
         verdict = "leaks" if s in report.leaking_series else "ok"
         legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
         legend.append((None, f"from {format_size(s.values[0])}", False))
@@ -93,7 +97,9 @@ def leak_timeline(report: LeakReport, title: str) -> str:
             ly += 10
             continue
         dash = ' stroke-dasharray="6,4"' if dashed else ""
-        out.append(f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>')
+        out.append(
+            f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>'
+        )
         out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
         ly += 20
     out.append("</svg>")

@@ -27,7 +27,9 @@ def capacity_source(target: Target) -> str:
 
 
 def target_line(target: Target) -> str:
-    return f"tpumem: target {target_text(target)} (budgeted tests' programs are compiled for it; hbm_estimate's default)"
+    return (
+        f"tpumem: target {target_text(target)} (budgeted tests' programs are compiled for it; hbm_estimate's default)"
+    )
 
 
 def estimate_text(e: HbmEstimate, buffers: bool = True) -> str:
@@ -79,7 +81,9 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
             lines.append(f"max_hbm: the TPU compiler refused {worst.program} for {topo}, over {budget}")
         else:
             need, limit = format_apart(worst.need, r.limit)
-            lines.append(f"max_hbm: {worst.program} needs {need} per device compiled for {topo}, over the budget of {limit} ({r.spelled})")
+            lines.append(
+                f"max_hbm: {worst.program} needs {need} per device compiled for {topo}, over the budget of {limit} ({r.spelled})"
+            )
         lines += ["  " + judgement_line(j, buffers=True) for j in over]
     unjudged = r.unjudged
     if unjudged or r.errors:
@@ -121,7 +125,6 @@ def no_libtpu_fixture(problem: object, skipped: bool) -> str:
 
 
 NO_TARGET_HINT = "; or set --tpumem-target"
-
 
 
 def row(r: TargetResult) -> dict[str, Any]:

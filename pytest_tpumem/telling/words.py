@@ -52,4 +52,3 @@ def files_lines(files: tuple[str, ...]) -> list[str]:
 
 def files_not_written(directory: str, error: BaseException) -> str:
     return f"(no files: writing to {directory} failed: {type(error).__name__}: {error})"
-

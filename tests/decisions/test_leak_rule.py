@@ -139,7 +139,10 @@ def test_survivors_are_grouped_by_the_line_that_made_them():
     a, b, state = Frame("t.py", 3, "f"), Frame("t.py", 9, "g"), Frame("t.py", 12, "step")
     made = [(ArrayInfo(4 * MB, ("cpu:0",), "f32[1000000]", a), run) for run in (1, 2, 3)]
     made += [(ArrayInfo(MB, ("cpu:1",), "s32[250000]", b), run) for run in (1, 1, 2, 2, 3, 3)]
-    made += [(ArrayInfo(64 * MB, ("cpu:0",), "f32[4000,4000]", state), 3), (None, 2)]  # replaced every run: the last one
+    made += [
+        (ArrayInfo(64 * MB, ("cpu:0",), "f32[4000,4000]", state), 3),
+        (None, 2),
+    ]  # replaced every run: the last one
     sites = leak_sites(made, iterations=3)
     assert [(s.site, s.count, s.nbytes, s.per_iteration, s.runs) for s in sites] == [
         (a, 3, 12 * MB, 4 * MB, 3),
@@ -171,7 +174,11 @@ def test_check_leaks_names_the_line_of_a_planted_leak_without_pytest():
 
     report = check_leaks(remember, threshold="2MB")
     (site, *_) = report.sites
-    assert (site.site.function, site.count, site.per_iteration) == ("test_check_leaks_names_the_line_of_a_planted_leak_without_pytest.<locals>.remember", 3, 4_000_000)
+    assert (site.site.function, site.count, site.per_iteration) == (
+        "test_check_leaks_names_the_line_of_a_planted_leak_without_pytest.<locals>.remember",
+        3,
+        4_000_000,
+    )
     assert site.site.file.endswith("test_leak_rule.py") and site.site.line == remember.__code__.co_firstlineno + 1
     kept.clear()
 
@@ -202,7 +209,12 @@ def test_a_confirmed_growth_is_the_smaller_of_the_two():
     suspect = Series("host malloc", "host", (100 * MB, 130 * MB, 160 * MB, 160 * MB))  # 2 blocks kept, then nothing
     assert suspect.growth == 20 * MB
     assert dataclasses.replace(suspect, confirmation=(160 * MB, 160 * MB, 161 * MB, 160 * MB)).growth == 0
-    steady = Series("host malloc", "host", (100 * MB, 120 * MB, 140 * MB, 160 * MB), confirmation=(160 * MB, 179 * MB, 198 * MB, 217 * MB))
+    steady = Series(
+        "host malloc",
+        "host",
+        (100 * MB, 120 * MB, 140 * MB, 160 * MB),
+        confirmation=(160 * MB, 179 * MB, 198 * MB, 217 * MB),
+    )
     assert steady.growth == 19 * MB  # the leak, at the smaller of its two rates
 
 
@@ -314,7 +326,10 @@ def test_host_false_reads_host_rss_and_does_not_judge_it():
     own = check_leaks(copy_to_host, iterations=2, threshold="10MB", host="30MB")
     assert not own.leaking and "under the host threshold 30.0MB/iteration" in message(own)
     kept.clear()
-    with pytest.raises(ValueError, match=r"^host: 'much' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^host: 'much' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$",
+    ):
         check_leaks(copy_to_host, host="much")
 
 

@@ -14,7 +14,9 @@ def test_ids_from_two_rootdirs_of_one_checkout_match_as_the_same_files():
     assert match_tests(old, new, "/w/proj", "/w") == dict(zip(new, old))
     # the other way round, and a file outside the rootdir (pytest names it with ..)
     assert match_tests(new, old, "/w", "/w/proj") == dict(zip(old, new))
-    assert match_tests(["../lib/test_z.py::t"], ["lib/test_z.py::t"], "/w/proj", "/w") == {"lib/test_z.py::t": "../lib/test_z.py::t"}
+    assert match_tests(["../lib/test_z.py::t"], ["lib/test_z.py::t"], "/w/proj", "/w") == {
+        "lib/test_z.py::t": "../lib/test_z.py::t"
+    }
 
 
 def test_ids_from_another_checkout_match_by_the_path_they_end_with():

@@ -138,7 +138,9 @@ def test_summary_worst_first_top_and_quiet(pytester):
     )
     assert "test_unmeasured" not in result.stdout.str().split("= tpumem =")[1]
     top = pytester.runpytest_subprocess("--tpumem", "--tpumem-top=1")
-    top.stdout.fnmatch_lines(["*test_suite.py::test_big", "3 measured, 0 failed a memory check (showing 1, see --tpumem-top)*"])
+    top.stdout.fnmatch_lines(
+        ["*test_suite.py::test_big", "3 measured, 0 failed a memory check (showing 1, see --tpumem-top)*"]
+    )
     assert "test_medium" not in top.stdout.str().split("= tpumem =")[1]
     quiet = pytester.runpytest_subprocess("--tpumem", "-q")
     quiet.stdout.fnmatch_lines(["*= tpumem =*", "3 measured, 0 failed a memory check*"])
@@ -192,4 +194,6 @@ def test_a_feature_this_jax_lacks_is_said_even_under_quiet(pytester):
     for args in ((), ("-q",)):
         result = pytester.runpytest_subprocess("--tpumem", *args)
         result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines(["tpumem: compiled programs unavailable on this jax: jax 9.9 has no Client.live_executables()"])
+        result.stdout.fnmatch_lines(
+            ["tpumem: compiled programs unavailable on this jax: jax 9.9 has no Client.live_executables()"]
+        )

@@ -32,11 +32,19 @@ def test_parsing():
     assert markers.parse(markers.max_hbm, Mark("20GB")) == {"limit": 20 * 10**9, "target": None}
     assert markers.parse(markers.max_hbm, Mark(target="v5e:2x2"))["target"].topology == "v5e:2x2"
     assert markers.parse(markers.leak_check, Mark(threshold="50kB", warmup=0)) == {
-        "enabled": True, "iterations": defaults.ITERATIONS, "warmup": 0, "threshold": 50_000, "clear_caches": True, "host": None,
+        "enabled": True,
+        "iterations": defaults.ITERATIONS,
+        "warmup": 0,
+        "threshold": 50_000,
+        "clear_caches": True,
+        "host": None,
     }
     assert markers.parse(markers.leak_check, Mark(host="200MB"))["host"] == 200 * 10**6
     assert markers.parse(markers.leak_check, Mark(host=False))["host"] is False
-    with pytest.raises(markers.MarkerError, match=r"^@pytest.mark.leak_check\(host='lots'\): host: 'lots' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$"):
+    with pytest.raises(
+        markers.MarkerError,
+        match=r"^@pytest.mark.leak_check\(host='lots'\): host: 'lots' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$",
+    ):
         markers.parse(markers.leak_check, Mark(host="lots"))
     assert markers.spell(Mark("1GB", target="v5e")) == "('1GB', target='v5e')"
 
@@ -79,7 +87,9 @@ def test_a_bad_marker_is_the_plans_error_not_an_exception(pytester):
     )
     plan = plan_for(item, resolve({}.get, {}.get))
     assert not plan.measured
-    assert plan.error == '@pytest.mark.max_hbm(): give a limit ("16GB") or a TPU target (target="v5e", or --tpumem-target)'
+    assert (
+        plan.error == '@pytest.mark.max_hbm(): give a limit ("16GB") or a TPU target (target="v5e", or --tpumem-target)'
+    )
 
 
 def test_the_readme_shows_the_signatures_the_code_has():

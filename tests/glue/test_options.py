@@ -62,7 +62,9 @@ def test_an_ini_value_pytest_cannot_read_names_the_ini_key():
     def getini(name):
         raise ValueError("expects a string")
 
-    with pytest.raises(SettingError, match=r'^ini tpumem_max_hbm: expects a string \(write sizes as strings, e.g. "16GB"\)'):
+    with pytest.raises(
+        SettingError, match=r'^ini tpumem_max_hbm: expects a string \(write sizes as strings, e.g. "16GB"\)'
+    ):
         resolve(lambda name: None, lambda name: getini(name) if name == "tpumem_max_hbm" else None)
 
 
@@ -77,9 +79,18 @@ def test_a_typed_toml_value_of_the_wrong_type_is_said_as_pytest_says_it(pytester
     """pytest 9's [tool.pytest] table is typed; its error was cut at the wrong quote ("'tpumem' expects ... 'yes")"""
     pytester.makepyfile("def test_x(): pass")
     for line, said in (
-        ('tpumem = "yes"', "ERROR: pytest-tpumem: ini tpumem: *config option 'tpumem' expects a bool, got str: 'yes'; in pytest's [[]tool.pytest[]] table the values are typed: tpumem = true, tpumem_top = 5, *"),
-        ('tpumem_top = "5"', "ERROR: pytest-tpumem: ini tpumem_top: *config option 'tpumem_top' expects an int, got str: '5'; in pytest's *"),
-        ('tpumem_compare_fail = "peak:10%"', "*expects a list for type 'linelist', got str: 'peak:10%'; *tpumem_compare_fail = [[]\"peak:10%\"[]]"),
+        (
+            'tpumem = "yes"',
+            "ERROR: pytest-tpumem: ini tpumem: *config option 'tpumem' expects a bool, got str: 'yes'; in pytest's [[]tool.pytest[]] table the values are typed: tpumem = true, tpumem_top = 5, *",
+        ),
+        (
+            'tpumem_top = "5"',
+            "ERROR: pytest-tpumem: ini tpumem_top: *config option 'tpumem_top' expects an int, got str: '5'; in pytest's *",
+        ),
+        (
+            'tpumem_compare_fail = "peak:10%"',
+            "*expects a list for type 'linelist', got str: 'peak:10%'; *tpumem_compare_fail = [[]\"peak:10%\"[]]",
+        ),
     ):
         pytester.makepyprojecttoml(f"[tool.pytest]\n{line}\n")
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -88,11 +99,15 @@ def test_a_typed_toml_value_of_the_wrong_type_is_said_as_pytest_says_it(pytester
 
 
 def test_options_that_do_nothing_while_off():
-    s = settings({"tpumem_max_hbm": "1GB", "tpumem_leak_threshold": "1MB", "tpumem_top": "3", "tpumem_no_libtpu": "skip"})
+    s = settings(
+        {"tpumem_max_hbm": "1GB", "tpumem_leak_threshold": "1MB", "tpumem_top": "3", "tpumem_no_libtpu": "skip"}
+    )
     assert unused_when_off(s) == ["--tpumem-max-hbm", "--tpumem-top"]
 
 
-@pytest.mark.parametrize("value, judged", [("on", True), ("OFF", False), ("no", False), ("200MB", 200 * 10**6), (True, True)])
+@pytest.mark.parametrize(
+    "value, judged", [("on", True), ("OFF", False), ("no", False), ("200MB", 200 * 10**6), (True, True)]
+)
 def test_leak_host_takes_on_off_or_a_size(value, judged):
     assert settings({}, {"tpumem_leak_host": value}).leak_host == judged
 

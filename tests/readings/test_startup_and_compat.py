@@ -10,7 +10,9 @@ import pytest
 from pytest_tpumem.readings import jaxcompat
 from pytest_tpumem.readings.devices import libtpu_startup_filtered
 
-needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="the filter is on only where libtpu is installed")
+needs_libtpu = pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is None, reason="the filter is on only where libtpu is installed"
+)
 
 NOISE = (
     "Failed to find host bounds for accelerator type: WARNING: could not determine TPU accelerator type, please set env var `TPU_ACCELERATOR_TYPE` manually, otherwise libtpu.so may not properly initialize.\n"
@@ -86,7 +88,9 @@ def test_where_this_jax_cannot_be_watched_the_peak_says_so(monkeypatch):
     from pytest_tpumem.decisions.peak import PeakTracker
 
     real = jaxcompat._missing
-    monkeypatch.setattr(jaxcompat, "_missing", lambda f: "jax 9.9 has no such hook" if f == jaxcompat.PROGRAM_RUNS else real(f))
+    monkeypatch.setattr(
+        jaxcompat, "_missing", lambda f: "jax 9.9 has no such hook" if f == jaxcompat.PROGRAM_RUNS else real(f)
+    )
     fastpath = pjit._get_fastpath_data
     tracker = PeakTracker(sample_interval=0).start()
     assert pjit._get_fastpath_data is fastpath

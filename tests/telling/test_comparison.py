@@ -6,18 +6,35 @@ from pytest_tpumem.telling.report import build
 from pytest_tpumem.telling.report import entry_of as entry
 
 MB = 10**6
-CONTEXT = {"platform": "cpu", "device_kind": "cpu", "process_index": 0, "process_count": 1,
-           "started": "2025-05-01T10:00:00+00:00", "hostname": "h", "pid": 1}
+CONTEXT = {
+    "platform": "cpu",
+    "device_kind": "cpu",
+    "process_index": 0,
+    "process_count": 1,
+    "started": "2025-05-01T10:00:00+00:00",
+    "hostname": "h",
+    "pid": 1,
+}
 
 
 def peak(n, budget=None, verdict="ok"):
-    return {"check": "budget" if budget else "peak", "verdict": verdict, "budget": budget,
-            "peaks": {"cpu:0": n}, "witness": "body-end"}
+    return {
+        "check": "budget" if budget else "peak",
+        "verdict": verdict,
+        "budget": budget,
+        "peaks": {"cpu:0": n},
+        "witness": "body-end",
+    }
 
 
 def leak(growth, threshold=100 * MB, verdict="ok"):
-    return {"check": "leak", "verdict": verdict, "growth": growth, "threshold": threshold,
-            "growth_source": "cpu:0 live arrays"}
+    return {
+        "check": "leak",
+        "verdict": verdict,
+        "growth": growth,
+        "threshold": threshold,
+        "growth_source": "cpu:0 live arrays",
+    }
 
 
 def report(tests, **context):
@@ -34,7 +51,17 @@ def test_a_regression_is_a_row_with_both_figures_the_change_and_the_tolerance_br
     lines = lines_of(old, new, "peak:10%")
     header, first, second = lines[:3]
     assert header.split() == ["figure", "old", "new", "change", "bytes", "judged", "test"]
-    assert first.split() == ["peak", "100.0MB", "130.0MB", "+30.0%", "+30.0MB", "REGRESSED", "beyond", "peak:10%", "t.py::a"]
+    assert first.split() == [
+        "peak",
+        "100.0MB",
+        "130.0MB",
+        "+30.0%",
+        "+30.0MB",
+        "REGRESSED",
+        "beyond",
+        "peak:10%",
+        "t.py::a",
+    ]
     assert second.split() == ["peak", "50.0MB", "51.0MB", "+2.0%", "+1.0MB", "-", "t.py::b"]
     assert first.index("t.py::a") == second.index("t.py::b") == header.index("test")  # aligned
     assert lines[-1] == "2 figures changed against base.json, 1 regressed beyond a tolerance"
@@ -67,14 +94,19 @@ def test_new_and_missing_tests_are_listed():
 def test_a_foreign_baseline_is_said_in_one_line_and_its_regressions_are_not_judged():
     old = report({"t.py::a": [peak(100 * MB)]}, platform="tpu", device_kind="TPU v5 lite")
     lines = lines_of(old, report({"t.py::a": [peak(200 * MB)]}), "peak:10%")
-    assert lines[0] == "WARNING: base.json is not comparable: it was taken on platform 'tpu', this run is on 'cpu'; changes are shown, none fails"
+    assert (
+        lines[0]
+        == "WARNING: base.json is not comparable: it was taken on platform 'tpu', this run is on 'cpu'; changes are shown, none fails"
+    )
     assert "REGRESSED" not in "\n".join(lines) and "beyond peak:10%, not judged" in lines[2]
     assert "regressed" not in lines[-1]
 
 
 def test_top_caps_the_changes_and_the_lists():
     old = report({f"t.py::{i}": [peak(100 * MB)] for i in range(5)})
-    new = report({**{f"t.py::{i}": [peak(200 * MB)] for i in range(5)}, **{f"t.py::new{i}": [peak(1)] for i in range(3)}})
+    new = report(
+        {**{f"t.py::{i}": [peak(200 * MB)] for i in range(5)}, **{f"t.py::new{i}": [peak(1)] for i in range(3)}}
+    )
     lines = lines_of(old, new, "peak:10%", top=2)
     assert "... and 3 more changes" in lines and "  ... and 1 more" in lines
     assert sum("REGRESSED" in line for line in lines) == 2
@@ -109,7 +141,13 @@ def test_report_lines_give_the_context_and_the_tests_worst_first():
 
 
 def test_report_lines_of_an_empty_report_of_unknown_context():
-    assert report_lines(build({}, {})) == ["platform ?, device kind ?", "process ? of ?, started ?", "", "no test measured", "0 measured, 0 failed a memory check"]
+    assert report_lines(build({}, {})) == [
+        "platform ?, device kind ?",
+        "process ? of ?, started ?",
+        "",
+        "no test measured",
+        "0 measured, 0 failed a memory check",
+    ]
 
 
 def test_the_summary_lists_changes_of_a_megabyte_or_more_and_counts_the_rest():

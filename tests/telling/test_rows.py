@@ -30,7 +30,13 @@ def test_rows_are_plain_json_with_the_verdict_as_text():
 
 
 def test_merge_keeps_the_largest_growth_and_every_peak():
-    row = merge([leak_row(16 * MB), leak_row(2 * MB), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
+    row = merge(
+        [
+            leak_row(16 * MB),
+            leak_row(2 * MB),
+            {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"},
+        ]
+    )
     assert row["growth"] == 16 * MB
     assert row["peaks"] == {"v5e:2x2": 5}
     both = merge([budget_row(1, 10), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
@@ -38,7 +44,14 @@ def test_merge_keeps_the_largest_growth_and_every_peak():
 
 
 def test_verdict_order_is_worst_first():
-    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == ["oom", "leak", "over budget", "regressed", "not judged", "ok"]
+    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == [
+        "oom",
+        "leak",
+        "over budget",
+        "regressed",
+        "not judged",
+        "ok",
+    ]
     assert Verdict.worst([Verdict.OK, Verdict.LEAK, Verdict.OVER_BUDGET]) is Verdict.LEAK
     assert not Verdict.OK.failed and Verdict.NOT_JUDGED.failed
 
@@ -52,7 +65,12 @@ def test_summary_worst_first_then_closest_to_its_budget():
     }
     lines = summary_lines(rows, top=20, quiet=False)
     assert lines[0].split() == ["verdict", "peak", "per", "device", "budget", "growth/iter", "source", "test"]
-    assert [line.split()[-1] for line in lines[1:5]] == ["t.py::test_leak", "t.py::test_over", "t.py::test_ok_close", "t.py::test_ok_far"]
+    assert [line.split()[-1] for line in lines[1:5]] == [
+        "t.py::test_leak",
+        "t.py::test_over",
+        "t.py::test_ok_close",
+        "t.py::test_ok_far",
+    ]
     assert lines[-1].startswith("4 measured, 2 failed a memory check; live arrays stand in")
 
 
@@ -60,6 +78,9 @@ def test_summary_quiet_top_and_tests_skipped_without_libtpu():
     rows = {f"t.py::test_{i}": merge([budget_row(i * MB, 5 * MB)]) for i in range(1, 9)}
     quiet = summary_lines(rows, top=20, quiet=True, skipped_without_libtpu=2)
     assert len(quiet) == 1 + 3 + 1  # the header row, the three over budget, the totals
-    assert "8 measured, 3 failed a memory check; 2 budgeted tests skipped, not judged on the TPU target: no libtpu" in quiet[-1]
+    assert (
+        "8 measured, 3 failed a memory check; 2 budgeted tests skipped, not judged on the TPU target: no libtpu"
+        in quiet[-1]
+    )
     top = summary_lines(rows, top=2, quiet=False)
     assert len(top) == 1 + 2 + 1 and "(showing 2, see --tpumem-top)" in top[-1]

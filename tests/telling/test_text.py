@@ -26,7 +26,15 @@ MB = 10**6
 
 def device(name, peak, witness="body-end", start=0, stand_in=True, sampler=None, program="", **witnesses):
     return DevicePeak(
-        name, start, peak, witness, {"end": start, witness: peak, **witnesses}, None, stand_in, sampler=sampler, program=program
+        name,
+        start,
+        peak,
+        witness,
+        {"end": start, witness: peak, **witnesses},
+        None,
+        stand_in,
+        sampler=sampler,
+        program=program,
     )
 
 
@@ -79,7 +87,9 @@ def test_a_result_under_budget_or_without_one_has_no_message():
 
 
 def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_read():
-    programs = [Need(f"jit_{i}", ("cpu:0",), (48 - i) * MB, 16 * MB, 16 * MB, 16 * MB) for i in range(PROGRAMS_SHOWN + 2)]
+    programs = [
+        Need(f"jit_{i}", ("cpu:0",), (48 - i) * MB, 16 * MB, 16 * MB, 16 * MB) for i in range(PROGRAMS_SHOWN + 2)
+    ]
     lines = peak_section(peak_report(device("cpu:0", 40 * MB), programs=programs)).splitlines()
     assert lines == [
         "cpu:0: start 0B, peak 40.0MB by body-end [end 0B, body-end 40.0MB]",
@@ -95,14 +105,22 @@ def test_peak_section_lists_devices_host_peak_programs_and_what_was_not_read():
 
 
 def test_oom_message_in_a_test_and_in_setup():
-    measured = OomResult("RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.", "in this test", 10**9, peak_report(device("cpu:0", 4)))
+    measured = OomResult(
+        "RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.",
+        "in this test",
+        10**9,
+        peak_report(device("cpu:0", 4)),
+    )
     assert message(measured).splitlines() == [
         "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED: Out of memory allocating 4000000000000 bytes.",
         "  cpu:0: start 0B, peak 4B by body-end [end 0B, body-end 4B]",
         "  tpumem freed the test's frames and jax's caches so the tests after it can run",
     ]
     setup = OomResult.of(RuntimeError("RESOURCE_EXHAUSTED: too big\nmore"), "while setting up this test")
-    assert message(setup).splitlines()[0] == "out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED: too big"
+    assert (
+        message(setup).splitlines()[0]
+        == "out of device memory while setting up this test (budget n/a): RESOURCE_EXHAUSTED: too big"
+    )
     assert setup.failed and setup.verdict.value == "oom"
 
 
@@ -120,7 +138,10 @@ def test_leak_message_names_series_growth_and_forecast():
         "  cpu:0 live arrays: 16.0MB -> 32.0MB (+16.0MB) -> 48.0MB (+16.0MB) -> 64.0MB (+16.0MB); "
         "exhausted in ~8 more iterations (limit 200.0MB)",
     ]
-    assert section(report).splitlines()[1] == "host RSS: 300.0MB -> 301.0MB (+1.0MB) -> 300.0MB (-1.0MB) -> 301.0MB (+1.0MB)"
+    assert (
+        section(report).splitlines()[1]
+        == "host RSS: 300.0MB -> 301.0MB (+1.0MB) -> 300.0MB (-1.0MB) -> 301.0MB (+1.0MB)"
+    )
 
 
 def test_a_clean_leak_check_reads_as_clean():
@@ -136,9 +157,20 @@ def test_a_clean_leak_check_reads_as_clean():
 
 def estimate(peak, refused=False, buffers=()):
     return HbmEstimate(
-        "v5e:2x2", 1, peak, 16 * MB, 16 * MB, 0, 101_400, int(15.75 * 2**30), refused,
+        "v5e:2x2",
+        1,
+        peak,
+        16 * MB,
+        16 * MB,
+        0,
+        101_400,
+        int(15.75 * 2**30),
+        refused,
         "required for HLO temporaries (20.00G) exceeds available HBM (15.75G)" if refused else "",
-        "scale", peak, (("default", peak),), tuple(buffers),
+        "scale",
+        peak,
+        (("default", peak),),
+        tuple(buffers),
     )
 
 
@@ -170,15 +202,26 @@ def test_target_message_for_a_refusal_a_program_not_moved_and_the_fixture():
     small = ProgramJudgement("add", "", 0, None, skipped=True)
     result = TargetResult("max_hbm", v5e, v5e.hbm_per_device, "max_hbm(target='v5e')", (refused, unmoved, small))
     lines = message(result).splitlines()
-    assert lines[0] == "max_hbm: the TPU compiler refused double for v5e:2x2, over the budget of 16.9GB (max_hbm(target='v5e'))"
+    assert (
+        lines[0]
+        == "max_hbm: the TPU compiler refused double for v5e:2x2, over the budget of 16.9GB (max_hbm(target='v5e'))"
+    )
     assert lines[2] == (
         "max_hbm: 1 program the test ran could not be compiled for v5e:2x2, so the test is not judged there "
         "(judge it with the hbm_estimate fixture instead):"
     )
-    assert lines[3] == "  pmapped (t.py:9): not compiled for the target: its PmapSharding cannot be moved to another device kind"
-    assert section(result).splitlines()[0] == "compiled for v5e:2x2: 1 program the test ran; 1 eager operation on under 1 MiB each not compiled"
+    assert (
+        lines[3]
+        == "  pmapped (t.py:9): not compiled for the target: its PmapSharding cannot be moved to another device kind"
+    )
+    assert (
+        section(result).splitlines()[0]
+        == "compiled for v5e:2x2: 1 program the test ran; 1 eager operation on under 1 MiB each not compiled"
+    )
     fixture = TargetResult("hbm_estimate", v5e, v5e.hbm_per_device, "v5e's usable HBM", (refused,))
-    assert message(fixture).startswith("hbm_estimate: over the budget of 16.9GB: v5e:2x2: the TPU compiler refused the program")
+    assert message(fixture).startswith(
+        "hbm_estimate: over the budget of 16.9GB: v5e:2x2: the TPU compiler refused the program"
+    )
 
 
 def test_an_unjudged_target_is_its_own_verdict():
@@ -196,10 +239,19 @@ def test_header_lines():
     assert settings_line(None, 100 * MB) == "tpumem: default budget none, leak threshold 100.0MB/iteration"
     assert settings_line(None, 100 * MB, False).endswith("100.0MB/iteration, host RSS not judged")
     assert settings_line(None, 100 * MB, 200 * MB).endswith("100.0MB/iteration, host RSS 200.0MB/iteration")
-    assert target_line(parse_target("v4")).startswith("tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)")
+    assert target_line(parse_target("v4")).startswith(
+        "tpumem: target v4:2x2x1: 16.4GB usable HBM per TensorCore (2 a chip)"
+    )
     summary = {
-        "jax": "0.10.2", "backend": "cpu", "device_kind": "cpu", "devices": ["cpu:0"], "memory_stats": False,
-        "known_stats": [], "bytes_limit": None, "host_peak_resettable": True, "host_malloc": True,
+        "jax": "0.10.2",
+        "backend": "cpu",
+        "device_kind": "cpu",
+        "devices": ["cpu:0"],
+        "memory_stats": False,
+        "known_stats": [],
+        "bytes_limit": None,
+        "host_peak_resettable": True,
+        "host_malloc": True,
         "unavailable": {"program runs": "jax 9.9 has no jax._src.pjit._get_fastpath_data"},
     }
     assert backend_lines(summary) == [
@@ -265,7 +317,9 @@ def test_the_section_says_what_clearing_the_caches_freed():
 
 
 def test_the_forecast_names_a_target_capacity():
-    s = Series("cpu:0 live arrays", "cpu:0", (0, 100 * MB, 200 * MB, 300 * MB), 17 * 10**9, "a v5e:2x2 chip's usable HBM")
+    s = Series(
+        "cpu:0 live arrays", "cpu:0", (0, 100 * MB, 200 * MB, 300 * MB), 17 * 10**9, "a v5e:2x2 chip's usable HBM"
+    )
     assert series_line(s).endswith("exhausted in ~167 more iterations (limit 17.0GB, a v5e:2x2 chip's usable HBM)")
 
 
@@ -288,7 +342,9 @@ def test_free_memory_and_fragmentation_next_to_the_peak():
     roomy = dataclasses.replace(device("gpu:0", 3 * 10**9, stand_in=False), free=10 * 10**9, largest_free=9 * 10**9)
     split = dataclasses.replace(roomy, largest_free=10**9)
     assert peak_line(roomy).endswith("; at the end free 10.0GB, largest free block 9.0GB")
-    assert peak_line(split).endswith("largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)")
+    assert peak_line(split).endswith(
+        "largest free block 1.0GB (fragmented: a larger allocation fails although the total would fit)"
+    )
     assert "free" not in peak_line(device("cpu:0", 1))
 
 
@@ -296,15 +352,17 @@ def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
     from pytest_tpumem.decisions.leak import LeakSite
     from pytest_tpumem.readings.frames import Frame
 
-    sites = tuple(LeakSite(Frame("t.py", n, "f"), 3, (10 - n) * 3 * MB, ("f32[1]",), ("cpu:0",), 3, runs=3) for n in range(1, 4))
+    sites = tuple(
+        LeakSite(Frame("t.py", n, "f"), 3, (10 - n) * 3 * MB, ("f32[1]",), ("cpu:0",), 3, runs=3) for n in range(1, 4)
+    )
     report = dataclasses.replace(
-        leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)), sites=sites, compiled=(2, 2, 2)
+        leak(16 * MB, 32 * MB, 48 * MB, 64 * MB, host=(300 * MB, 316 * MB, 332 * MB, 348 * MB)),
+        sites=sites,
+        compiled=(2, 2, 2),
     )
     quiet, default, verbose = (message(report, v).splitlines() for v in (-1, 0, 1))
     assert len(quiet) == 4 and quiet[-1].endswith("at t.py:1 in f")  # the first series, the first site
     assert len(default) == 2 + 1 + 1 + 3  # head, two leaking series, the sites' header and three sites
     assert "  programs compiled in each iteration: 2, 2, 2" in verbose and len(verbose) > len(default)
-    over = BudgetResult(
-        peak_report(device("cpu:0", 40 * MB), device("cpu:1", 1 * MB)), Budget(30 * MB, "s")
-    )
+    over = BudgetResult(peak_report(device("cpu:0", 40 * MB), device("cpu:1", 1 * MB)), Budget(30 * MB, "s"))
     assert len(message(over, -1).splitlines()) == 2 and len(message(over, 1).splitlines()) == 3  # -v: every device
