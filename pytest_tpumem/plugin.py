@@ -24,20 +24,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     from .glue.options import OPTIONS
 
     group = parser.getgroup("tpumem", "device-memory leak checks and HBM budgets (pytest-tpumem)")
-    for name, flag, ini_help, kind in OPTIONS:
-        help_text = ini_help.replace("%", "%%")  # argparse formats a flag's help with %: "peak:10%" broke --help
-        if kind == "bool":
-            group.addoption(flag, dest=name, action="store_true", default=None, help=help_text)
-        elif kind == "tolerances":
-            group.addoption(flag, dest=name, action="append", default=None, metavar="FIGURE:TOLERANCE", help=help_text)
+    for option in OPTIONS:
+        help_text = option.help.replace("%", "%%")  # argparse formats a flag's help with %: "peak:10%" broke --help
+        if option.action == "store_true":
+            group.addoption(option.flag, dest=option.name, action="store_true", default=None, help=help_text)
         else:
-            group.addoption(flag, dest=name, default=None, metavar="VALUE", help=help_text)
+            metavar = "FIGURE:TOLERANCE" if option.action == "append" else "VALUE"
+            group.addoption(
+                option.flag, dest=option.name, action=option.action, default=None, metavar=metavar, help=help_text
+            )
         # Typed, so pytest 9's native TOML table accepts `tpumem = true` and `tpumem_top = 5`; sizes stay strings.
-        ini_type = {"bool": "bool", "int": "int", "float": "float", "tolerances": "linelist"}.get(kind, "string")
         try:
-            parser.addini(name, ini_help, type=ini_type, default=None)  # type: ignore[arg-type]
+            parser.addini(option.name, option.help, type=option.ini_type, default=None)  # type: ignore[arg-type]
         except (AssertionError, ValueError, TypeError):  # an older pytest without int and float ini types
-            parser.addini(name, ini_help, default=None)
+            parser.addini(option.name, option.help, default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,130 +19,236 @@ LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
 MAX_CHIPS = 4096  # a TPU slice's chips a host's workers share: far more than any host has
 
-# (dest / ini name, command-line flag, help, kind); kind "choice:a|b" accepts those words
+
+class SettingError(ValueError):
+    """A bad option or ini value; the plugin turns it into a pytest UsageError."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+# Each converter takes the value as given and where it came from (a flag, or "ini name"), and returns
+# the setting or raises SettingError naming both and what is accepted.
+
+
+def to_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE | _FALSE:
+        return text in _TRUE
+    raise SettingError(f"{where}: {value!r} is not a boolean; use true or false (or yes/no, on/off, 1/0)")
+
+
+def to_size(value: Any, where: str) -> int:
+    try:
+        return parse_size(value, what=where)
+    except SizeError as e:
+        raise SettingError(str(e)) from None
+
+
+def to_host(value: Any, where: str) -> bool | int:
+    text = str(value).strip().lower() if not isinstance(value, bool) else ("on" if value else "off")
+    if text in _TRUE | _FALSE - {""}:
+        return text in _TRUE
+    try:
+        return parse_size(value, what=where)
+    except SizeError as e:
+        raise SettingError(f"{e}; or on, or off") from None
+
+
+def to_count(value: Any, where: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise SettingError(f"{where}: {value!r} is not a whole number >= 0")
+    return n
+
+
+def to_interval(value: Any, where: str) -> float:
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        x = -1.0
+    if not 0 <= x <= 60_000:  # also rejects nan and inf
+        raise SettingError(f"{where}: {value!r} is not a number from 0 to 60000")
+    return x
+
+
+def to_target(value: Any, where: str) -> str:
+    from ..targets import TargetError, parse_target
+
+    try:
+        return parse_target(value, what=where).topology
+    except TargetError as e:
+        raise SettingError(str(e)) from None
+
+
+def to_path(value: Any, where: str) -> str:
+    """A path as written (resolve() makes it absolute, from where it was written)."""
+    text = str(value).strip()
+    if not text:
+        raise SettingError(f"{where}: give a path")
+    if "\x00" in text:
+        raise SettingError(f"{where}: {shown_value(text)} holds a NUL character, which no path can")
+    return text
+
+
+def to_tolerances(value: Any, where: str) -> tuple[Any, ...]:
+    from ..decisions.compare import ToleranceError, parse_tolerances
+
+    values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
+    try:
+        tolerances = parse_tolerances(values, where)
+    except ToleranceError as e:
+        raise SettingError(str(e)) from None
+    if not tolerances:
+        raise SettingError(f"{where}: give a tolerance, e.g. peak:10%")
+    return tolerances
+
+
+def to_chips(value: Any, where: str) -> int | str:
+    text = str(value).strip().lower()
+    if text == "auto":
+        return text
+    if text.isascii() and text.isdecimal() and 0 < int(text) <= MAX_CHIPS:
+        return int(text)
+    raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {MAX_CHIPS}")
+
+
+def choice(*words: str) -> Callable[[Any, str], str]:
+    """A converter that takes one of ``words`` (any case)."""
+
+    def to_choice(value: Any, where: str) -> str:
+        text = str(value).strip().lower()
+        if text not in words:
+            raise SettingError(f"{where}: {value!r} is not one of {', '.join(words)}")
+        return text
+
+    return to_choice
+
+
+class Option(NamedTuple):
+    """One option: its name (argparse's dest and the ini key), help, and converter. The flag is
+    the name spelled as a flag; how argparse stores it and pytest types its ini value follow from
+    the converter (a flag that takes no value, a repeatable one; pytest 9's typed TOML table)."""
+
+    name: str
+    help: str
+    convert: Callable[[Any, str], Any]
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def action(self) -> str:
+        """argparse's: a flag alone, a value that may be given again, or one value."""
+        return _ACTIONS.get(self.convert, "store")
+
+    @property
+    def ini_type(self) -> str:
+        """pytest's type of the ini value (sizes, paths and words stay strings)."""
+        return _INI_TYPES.get(self.convert, "string")
+
+
+Converter = Callable[[Any, str], Any]
+_ACTIONS: dict[Converter, str] = {to_bool: "store_true", to_tolerances: "append"}
+_INI_TYPES: dict[Converter, str] = {to_bool: "bool", to_count: "int", to_interval: "float", to_tolerances: "linelist"}
+
+
 OPTIONS = (
-    (
-        "tpumem",
-        "--tpumem",
-        "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary",
-        "bool",
-    ),
-    (
-        "tpumem_max_hbm",
-        "--tpumem-max-hbm",
-        "default peak device-memory budget for every test, e.g. 16GB (a marker wins)",
-        "size",
-    ),
-    (
+    Option("tpumem", "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary", to_bool),
+    Option("tpumem_max_hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", to_size),
+    Option(
         "tpumem_leak_threshold",
-        "--tpumem-leak-threshold",
         f"default leak threshold per iteration (default {format_size(defaults.LEAK_THRESHOLD)})",
-        "size",
+        to_size,
     ),
-    (
+    Option(
         "tpumem_leak_host",
-        "--tpumem-leak-host",
         "how leak checks judge host RSS: on (with the leak threshold, the default), off (read and shown, "
         "not judged: devices only) or a size, its own threshold (e.g. 200MB)",
-        "host",
+        to_host,
     ),
-    (
-        "tpumem_top",
-        "--tpumem-top",
-        f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)",
-        "int",
-    ),
-    (
+    Option("tpumem_top", f"rows in the tpumem summary, worst first (default {defaults.TOP}; 0 hides it)", to_count),
+    Option(
         "tpumem_target",
-        "--tpumem-target",
         "TPU target, e.g. v5e or v6e:4x4 (needs libtpu): every budgeted test's programs are also compiled "
         "for it and judged there; the hbm_estimate fixture's default",
-        "target",
+        to_target,
     ),
-    (
+    Option(
         "tpumem_sample_ms",
-        "--tpumem-sample-ms",
         f"interval of the bytes-in-use sampler in ms, evidence beside the peak that never judges (default "
         f"{defaults.SAMPLE_MS:g}; 0 turns it off)",
-        "float",
+        to_interval,
     ),
-    (
+    Option(
         "tpumem_recompile",
-        "--tpumem-recompile",
         "which budgeted tests start with jax's caches cleared, so the programs other tests compiled are not in "
         "their start (a GPU or TPU counts them in bytes in use): marked (max_hbm markers, the default), all (the "
         "default budget too), none (only tests judged on a TPU target); every program a test runs counts either way",
-        "choice:" + "|".join(RECOMPILE),
+        choice(*RECOMPILE),
     ),
-    (
+    Option(
         "tpumem_profile_dir",
-        "--tpumem-profile-dir",
         "where failing checks leave files: jax's device-memory profiles (pprof) of each failing leak check "
         "(after the warmup and after the last run) and budget test, and a timeline of each failing leak check (SVG)",
-        "path",
+        to_path,
     ),
-    (
+    Option(
         "tpumem_no_libtpu",
-        "--tpumem-no-libtpu",
         "what a test judged on a TPU target does where libtpu is not installed: fail (the default) or skip",
-        "choice:" + "|".join(NO_LIBTPU),
+        choice(*NO_LIBTPU),
     ),
-    (
+    Option(
         "tpumem_leak_check",
-        "--tpumem-leak-check",
         "which tests are leak-checked: marked (leak_check markers, the default) or all (every test of the run, "
         f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each with jax's caches kept, a growth confirmed by "
         f"{defaults.CONFIRM_RUNS} more with them cleared, unless marked "
         "leak_check(False); unittest.TestCase methods included)",
-        "choice:" + "|".join(LEAK_CHECK),
+        choice(*LEAK_CHECK),
     ),
-    (
+    Option(
         "tpumem_json",
-        "--tpumem-json",
         "write every measured test's figures and the run's context to this JSON file (docs/report-schema.md); "
         "under jax.distributed each process writes its own, named with its index",
-        "path",
+        to_path,
     ),
-    (
+    Option(
         "tpumem_save",
-        "--tpumem-save",
         "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one)",
-        "path",
+        to_path,
     ),
-    (
+    Option(
         "tpumem_compare",
-        "--tpumem-compare",
         "compare each test's peak and growth with this baseline (from --tpumem-save); shown in the summary, "
         "enforced with --tpumem-compare-fail",
-        "path",
+        to_path,
     ),
-    (
+    Option(
         "tpumem_compare_missing",
-        "--tpumem-compare-missing",
         "what a missing --tpumem-compare baseline is: error (a usage error, the default) or warn (a project's first "
         "CI run: said in the summary, nothing compared; with --tpumem-save the run writes the first baseline)",
-        "choice:" + "|".join(COMPARE_MISSING),
+        choice(*COMPARE_MISSING),
     ),
-    (
+    Option(
         "tpumem_compare_fail",
-        "--tpumem-compare-fail",
         "fail a test whose figure regressed beyond this tolerance against --tpumem-compare: peak:10%, peak:50MB, "
         "growth:10MB (repeat it, or comma-separate; any one exceeded fails)",
-        "tolerances",
+        to_tolerances,
     ),
-    (
+    Option(
         "tpumem_tpu_chips",
-        "--tpumem-tpu-chips",
         "under pytest-xdist on a TPU host: give each worker chips of its own (TPU_VISIBLE_CHIPS, TPU_PROCESS_BOUNDS, "
         "TPU_CHIPS_PER_PROCESS_BOUNDS, ALLOW_MULTIPLE_LIBTPU_LOAD), the host's chips shared evenly; "
         "auto counts them, or give the number",
-        "chips",
+        to_chips,
     ),
 )
-
-
-class SettingError(ValueError):
-    """A bad option or ini value; the plugin turns it into a pytest UsageError."""
 
 
 class Settings(NamedTuple):
@@ -176,116 +282,31 @@ TYPED_HINT = (
     "; in pytest's [tool.pytest] table the values are typed: tpumem = true, tpumem_top = 5, "
     'sizes and paths as strings, tpumem_compare_fail = ["peak:10%"]'
 )
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+SIZE_HINT = ' (write sizes as strings, e.g. "16GB")'
 
 
-def _convert(value: Any, kind: str, where: str) -> Any:
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE | _FALSE:
-            return text in _TRUE
-        raise SettingError(f"{where}: {value!r} is not a boolean; use true or false (or yes/no, on/off, 1/0)")
-    if kind == "size":
-        try:
-            return parse_size(value, what=where)
-        except SizeError as e:
-            raise SettingError(str(e)) from None
-    if kind == "host":
-        text = str(value).strip().lower() if not isinstance(value, bool) else ("on" if value else "off")
-        if text in _TRUE | _FALSE - {""}:
-            return text in _TRUE
-        try:
-            return parse_size(value, what=where)
-        except SizeError as e:
-            raise SettingError(f"{e}; or on, or off") from None
-    if kind == "int":
-        try:
-            n = int(str(value).strip())
-        except ValueError:
-            n = -1
-        if n < 0:
-            raise SettingError(f"{where}: {value!r} is not a whole number >= 0")
-        return n
-    if kind == "float":
-        try:
-            x = float(str(value).strip())
-        except ValueError:
-            x = -1.0
-        if not 0 <= x <= 60_000:  # also rejects nan and inf
-            raise SettingError(f"{where}: {value!r} is not a number from 0 to 60000")
-        return x
-    if kind == "target":
-        from ..targets import TargetError, parse_target
-
-        try:
-            return parse_target(value, what=where).topology
-        except TargetError as e:
-            raise SettingError(str(e)) from None
-    if kind == "path":
-        text = str(value).strip()
-        if not text:
-            raise SettingError(f"{where}: give a path")
-        if "\x00" in text:
-            raise SettingError(f"{where}: {shown_value(text)} holds a NUL character, which no path can")
-        return text
-    if kind == "tolerances":
-        from ..decisions.compare import ToleranceError, parse_tolerances
-
-        values = (
-            [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
-        )
-        try:
-            tolerances = parse_tolerances(values, where)
-        except ToleranceError as e:
-            raise SettingError(str(e)) from None
-        if not tolerances:
-            raise SettingError(f"{where}: give a tolerance, e.g. peak:10%")
-        return tolerances
-    if kind == "chips":
-        text = str(value).strip().lower()
-        if text == "auto":
-            return text
-        if text.isascii() and text.isdecimal() and 0 < int(text) <= MAX_CHIPS:
-            return int(text)
-        raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {MAX_CHIPS}")
-    if kind.startswith("choice:"):
-        choices = kind.split(":", 1)[1].split("|")
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise SettingError(f"{where}: {value!r} is not one of {', '.join(choices)}")
-        return text
-    raise AssertionError(kind)
-
-
-def _raw(
-    name: str, flag: str, kind: str, getoption: Callable[[str], Any], getini: Callable[[str], Any]
-) -> tuple[Any, str]:
+def _raw(option: Option, getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> tuple[Any, str]:
     """The value as given and where it came from; (None, "") where it was not given."""
-    raw = getoption(name)
+    raw = getoption(option.name)
     if raw is not None:
-        return raw, flag
-    where = f"ini {name}"
+        return raw, option.flag
+    where = f"ini {option.name}"
+    sized = option.convert is to_size
     try:
-        raw = getini(name)
+        raw = getini(option.name)
     except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
         import re
 
         if " expects " in str(e):  # pytest 9's native [tool.pytest] table is typed: its message says what it got
-            hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else TYPED_HINT
-            raise SettingError(f"{where}: {e}{hint}") from None
-        quoted = re.search(
-            r"'([^']*)'\s*$", str(e)
-        )  # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
-        if quoted and kind != "size":
-            return quoted.group(1), where  # judged by _convert, which says what is accepted
-        hint = ' (write sizes as strings, e.g. "16GB")' if kind == "size" else ""
-        raise SettingError(f"{where}: {e}{hint}") from None
+            raise SettingError(f"{where}: {e}{SIZE_HINT if sized else TYPED_HINT}") from None
+        # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
+        quoted = re.search(r"'([^']*)'\s*$", str(e))
+        if quoted and not sized:
+            return quoted.group(1), where  # judged by the converter, which says what is accepted
+        raise SettingError(f"{where}: {e}{SIZE_HINT if sized else ''}") from None
     if raw is None:
         return None, ""
-    if isinstance(raw, str) and raw.strip() == "" and kind != "bool":
+    if isinstance(raw, str) and raw.strip() == "" and option.convert is not to_bool:
         raise SettingError(f"{where} is empty: give a value, or remove the line")
     if isinstance(raw, list) and not raw:  # an ini list not set
         return None, ""
@@ -299,12 +320,13 @@ def resolve(
     A relative path is taken from ``base_dir`` (where pytest was invoked) on the command line, and
     from ``ini_dir`` (the ini file's directory) in the ini, as a path written in a file is read."""
     values: dict[str, Any] = {}
-    for name, flag, _help, kind in OPTIONS:
-        raw, where = _raw(name, flag, kind, getoption, getini)
+    for option in OPTIONS:
+        raw, where = _raw(option, getoption, getini)
         if raw is not None:
-            values[name] = _convert(raw, kind, where)
-            if kind == "path":
-                values[name] = _absolute(values[name], ini_dir if where.startswith("ini") and ini_dir else base_dir)
+            value = option.convert(raw, where)
+            if option.convert is to_path:
+                value = _absolute(value, ini_dir if where.startswith("ini") and ini_dir else base_dir)
+            values[option.name] = value
     settings = Settings(
         enabled=values.get("tpumem", False),
         max_hbm=values.get("tpumem_max_hbm"),
@@ -360,4 +382,4 @@ def unused_when_off(settings: Settings) -> list[str]:
     """The flags given while the plugin is off that do nothing then (the fixtures use the leak
     threshold and the target without --tpumem)."""
     used_by_fixtures = ("tpumem", "tpumem_leak_threshold", "tpumem_leak_host", "tpumem_target", "tpumem_no_libtpu")
-    return [flag for name, flag, *_ in OPTIONS if name in settings.given and name not in used_by_fixtures]
+    return [o.flag for o in OPTIONS if o.name in settings.given and o.name not in used_by_fixtures]

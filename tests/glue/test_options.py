@@ -117,9 +117,9 @@ def test_help_lists_every_option(pytester):
     result = pytester.runpytest_subprocess("--help")
     assert result.ret == 0, result.stderr.str()
     out = result.stdout.str()
-    assert all(flag in out for _, flag, _, _ in OPTIONS) and "peak:10%, peak:50MB" in out
+    assert all(o.flag in out for o in OPTIONS) and "peak:10%, peak:50MB" in out
 
 
 def test_every_option_has_a_flag_an_ini_twin_and_help():
-    for name, flag, help_text, kind in OPTIONS:
-        assert flag == "--" + name.replace("_", "-") and help_text and kind
+    for option in OPTIONS:
+        assert option.flag == "--" + option.name.replace("_", "-") and option.help and callable(option.convert)
