@@ -27,7 +27,7 @@ from .failures import LeakFailure, PluginError, fail
 from .fixtures import record, run_leak_check, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
-from .pytestcompat import expected_error
+from .pytestcompat import call_arguments, expected_error
 from .reporter import Reporter
 from .rerun import Reruns, unittest_between
 
@@ -310,7 +310,7 @@ class Measurer:
         if plan is None or plan.leak is None:
             return None
         fn = pyfuncitem.obj
-        kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        kwargs = call_arguments(pyfuncitem)
         self._leak_check(
             pyfuncitem, plan, functools.partial(fn, **kwargs)
         )  # fixtures named like check_leaks' options stay the test's

@@ -32,6 +32,24 @@ def expected_error(item: pytest.Item, error: BaseException) -> bool:
     return bool(matches(error)) if callable(matches) else False
 
 
+def call_arguments(item: pytest.Function) -> dict[str, Any]:
+    """The fixture values a test function is called with, by its own argument names (pytest's
+    ``_fixtureinfo.argnames``: ``funcargs`` holds autouse fixtures' values too)."""
+    return {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+
+
+def log_capture_handlers(item: pytest.Item) -> list[Any]:
+    """The logging plugin's handlers that capture the current test's records (the ``caplog``
+    fixture's and the report's), where this pytest has them: each a list ``records`` and a ``stream``."""
+    plugin = item.config.pluginmanager.get_plugin("logging-plugin")
+    handlers = [getattr(plugin, name, None) for name in ("caplog_handler", "report_handler")]
+    return [
+        h
+        for h in handlers
+        if isinstance(getattr(h, "records", None), list) and hasattr(getattr(h, "stream", None), "truncate")
+    ]
+
+
 def _holds(mark: Any) -> bool:
     conditions = (mark.kwargs["condition"],) if "condition" in mark.kwargs else mark.args
     return not conditions or any(bool(c) for c in conditions if not isinstance(c, str))

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from ..telling.run import not_rerunnable
+from .pytestcompat import log_capture_handlers
 
 _PASSED_THROUGH = (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest)
 
@@ -33,14 +34,7 @@ class _PerTest:
     """What pytest keeps for the test during its call, marked where the call began."""
 
     def __init__(self, item: pytest.Item):
-        plugin = item.config.pluginmanager.get_plugin("logging-plugin")
-        self.handlers: list[tuple[Any, int, Any, int]] = []
-        for name in ("caplog_handler", "report_handler"):
-            handler = getattr(plugin, name, None)
-            records: Any = getattr(handler, "records", None)
-            stream: Any = getattr(handler, "stream", None)
-            if isinstance(records, list) and hasattr(stream, "truncate"):
-                self.handlers.append((handler, len(records), stream, stream.tell()))
+        self.handlers = [(h, len(h.records), h.stream, h.stream.tell()) for h in log_capture_handlers(item)]
         self.item = item
         self.properties = len(item.user_properties)
 
