@@ -9,55 +9,13 @@ from typing import Any
 import pytest
 
 from .. import defaults
-from ..telling.files import save_leak
 from ..telling.results import message, row
 from ..telling.run import fixture_error
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
-from ..telling.words import files_not_written
 from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
 from .options import SETTINGS
-
-
-def record(item: pytest.Item, row: dict[str, Any]) -> None:
-    """Attach a summary row to the test's report (user_properties travel to the xdist controller)."""
-    if item.config.stash[SETTINGS].enabled:
-        from ..telling.rows import PROPERTY, encode
-
-        item.user_properties.append((PROPERTY, encode(row)))
-
-
-def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:
-    """``result`` with the files ``save`` wrote for it, or with a note that they could not be written."""
-    import dataclasses
-
-    try:
-        files = save(result, directory, nodeid)
-    except OSError as e:
-        files = (files_not_written(directory, e),)
-    return dataclasses.replace(result, files=files)
-
-
-def run_leak_check(item: pytest.Item, call: Callable[[], Any], target: Any = None, **options: Any) -> Any:
-    """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
-    progress of the active session (where --tpumem is on), files where a directory is given, and
-    the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
-    from ..decisions.leak import check_leaks
-
-    session = item.config.stash.get(MEASURER, None)  # None without --tpumem
-    profile_dir = item.config.stash[SETTINGS].profile_dir
-    report = check_leaks(
-        call,
-        devices=session.devices() if session is not None else None,
-        capacity=session.capacity(target) if session is not None else None,
-        progress=session.progress() if session is not None else None,
-        profile=profile_dir is not None,
-        **options,
-    )
-    if report.leaking and profile_dir is not None:
-        report = with_files(report, save_leak, profile_dir, item.nodeid)
-    record(item, row(report))
-    return report
+from .recording import record, run_leak_check
 
 
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
@@ -89,6 +47,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         report = run_leak_check(
             request.node,
             call,
+            request.config.stash.get(MEASURER, None),  # None without --tpumem
             iterations=iterations,
             warmup=warmup,
             threshold=limit,

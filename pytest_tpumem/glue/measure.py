@@ -24,10 +24,10 @@ from ..telling.results import message, row, section
 from ..telling.run import backend_failed, not_judged, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
 from .failures import LeakFailure, PluginError, fail
-from .fixtures import record, run_leak_check, with_files
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
 from .pytestcompat import call_arguments, expected_error
+from .recording import record, run_leak_check, with_files
 from .reporter import Reporter
 from .rerun import Reruns, unittest_between
 
@@ -338,6 +338,7 @@ class Measurer:
             report = run_leak_check(
                 item,
                 runs,
+                self,
                 target=plan.budget.target if plan.budget else None,
                 iterations=opts.iterations,
                 warmup=opts.warmup,
