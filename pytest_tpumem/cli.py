@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from .decisions.compare import ToleranceError, compare, parse_tolerances
 from .telling import report as reports
 from .telling.comparison import comparison_lines, report_lines
+from .telling.run import merged_written
 
 PROG = "python -m pytest_tpumem"
 EXIT_CODES = (
@@ -61,7 +62,7 @@ def merge(args: argparse.Namespace) -> int:
     except OSError as e:
         raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
     n = merged["context"].get("merged_from", len(args.reports))
-    print(f"wrote {args.output}: {len(merged['tests'])} tests from {n} processes")
+    print(merged_written(args.output, len(merged["tests"]), n))
     return 0
 
 

@@ -255,6 +255,22 @@ def process_report(tmp_path, index, leak_verdict="ok"):
     )
 
 
+def test_merge_says_what_it_wrote_in_words_that_agree_with_the_counts(tmp_path):
+    one = [
+        write(
+            tmp_path / f"one.process-{i}-of-2.json",
+            {"t.py::a": [peak(MB, f"cpu:{i}")]},
+            process_index=i,
+            process_count=2,
+            pid=200 + i,
+        )
+        for i in (0, 1)
+    ]
+    done = cli("merge", *one, "-o", tmp_path / "m.json")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {tmp_path / 'm.json'}: 1 test from 2 processes\n"  # was "1 tests"
+
+
 def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp_path):
     r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1, leak_verdict="leak")
     out = tmp_path / "merged.json"

@@ -96,6 +96,11 @@ def no_baseline_yet(path: str, save_path: str | None, written: list[str]) -> str
     return f"WARNING: tpumem: no baseline at {path} yet (--tpumem-compare-missing=warn): nothing compared; {then}"
 
 
+def merged_written(path: str, tests: int, processes: int) -> str:
+    """``python -m pytest_tpumem merge`` wrote its file."""
+    return f"wrote {path}: {plural(tests, 'test')} from {plural(processes, 'process', 'processes')}"
+
+
 def plugin_error(doing: str, name: str, error: BaseException) -> str:
     """An exception of the plugin's own, never blamed on the test."""
     return (
