@@ -400,10 +400,6 @@ def _confirm(
     return points, run - iterations
 
 
-MAX_ITERATIONS = 1000  # a leak shows in a few runs; a bound keeps iterations=2**63 from running forever
-MAX_WARMUP = 100
-
-
 def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
     """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
     import inspect
@@ -421,7 +417,10 @@ def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) ->
             f"fn={_short_repr(fn)} is a generator function: calling it runs none of its body; pass a function that "
             "exhausts it, e.g. lambda: list(fn())"
         )
-    for name, value, least, most in (("iterations", iterations, 1, MAX_ITERATIONS), ("warmup", warmup, 0, MAX_WARMUP)):
+    for name, value, least, most in (
+        ("iterations", iterations, 1, defaults.MAX_ITERATIONS),
+        ("warmup", warmup, 0, defaults.MAX_WARMUP),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
             raise ValueError(f"{name}={_short_repr(value)}: expected an int from {least} to {most}")
     if not isinstance(clear_caches, bool):

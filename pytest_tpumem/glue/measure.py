@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from .. import defaults
 from ..errors import first_line
 from ..telling.budget import sampled_over
 from ..telling.files import save_budget
@@ -33,7 +34,6 @@ from .rerun import Reruns, unittest_between
 
 _LEAK_REPORT = pytest.StashKey[Any]()
 _TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
-PROGRESS_AFTER_S = 2.0  # a leak check says how far it is once it has run this long
 
 
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
@@ -429,7 +429,7 @@ class Measurer:
         began = time.monotonic()
 
         def show(done: int, total: int) -> None:
-            if time.monotonic() - began < PROGRESS_AFTER_S:
+            if time.monotonic() - began < defaults.PROGRESS_AFTER_S:
                 return
             with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
                 reporter.write(progress(done, total), flush=True)

@@ -17,7 +17,6 @@ RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
-MAX_CHIPS = 4096  # a TPU slice's chips a host's workers share: far more than any host has
 
 
 class SettingError(ValueError):
@@ -113,9 +112,9 @@ def to_chips(value: Any, where: str) -> int | str:
     text = str(value).strip().lower()
     if text == "auto":
         return text
-    if text.isascii() and text.isdecimal() and 0 < int(text) <= MAX_CHIPS:
+    if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_CHIPS:
         return int(text)
-    raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {MAX_CHIPS}")
+    raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {defaults.MAX_CHIPS}")
 
 
 def choice(*words: str) -> Callable[[Any, str], str]:

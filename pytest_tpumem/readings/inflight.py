@@ -22,7 +22,8 @@ import os
 import threading
 import time
 
-TIMEOUT_S = 2.0  # the longest one wait lasts; a dropped program running longer is read as it is
+from .. import defaults
+
 POLL_S = 0.001
 
 _spinners: set[int] = set()  # native threads found runnable for a whole wait: not waited for again
@@ -55,7 +56,7 @@ def _runnable(skip: set[int]) -> set[int] | None:
     return busy
 
 
-def wait_idle(timeout: float = TIMEOUT_S) -> bool | None:
+def wait_idle(timeout: float = defaults.WAIT_IDLE_S) -> bool | None:
     """Wait until no native thread of this process is running or runnable, seen twice in a row.
     True once idle, False where the wait ran out (the threads still runnable are then taken for
     spinners), None where this platform cannot tell (nothing waited for)."""

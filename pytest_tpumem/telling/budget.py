@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import defaults
 from ..units import format_apart, format_size
 from .words import STAND_IN_NOTE, files_lines, plural, shown
 
@@ -105,7 +106,7 @@ def peak_section(report: PeakReport) -> str:
         lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
     if report.uncounted:
         lines.append(f"programs run: not read ({UNCOUNTED[report.uncounted]})")
-    shown = report.programs[:PROGRAMS_SHOWN]
+    shown = report.programs[: defaults.PROGRAMS_SHOWN]
     for p in shown:
         lines.append(
             f"ran {p.name} on {','.join(p.devices)}: needs {format_size(p.peak)} "
@@ -114,9 +115,6 @@ def peak_section(report: PeakReport) -> str:
     if len(report.programs) > len(shown):
         lines.append(f"... and {plural(len(report.programs) - len(shown), 'smaller program')}")
     return "\n".join(lines)
-
-
-PROGRAMS_SHOWN = 5  # the largest programs a peak's report section lists
 
 
 def buffer_line(b: Buffer) -> str:

@@ -8,12 +8,13 @@ from pytest_tpumem.decisions.leak import LeakReport, Series
 from pytest_tpumem.decisions.oom import OomResult
 from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
 from pytest_tpumem.decisions.target import ProgramJudgement, TargetResult
+from pytest_tpumem.defaults import PROGRAMS_SHOWN
 from pytest_tpumem.errors import LIBTPU_INSTALL
 from pytest_tpumem.readings.buffers import Buffer
 from pytest_tpumem.readings.executions import Need
 from pytest_tpumem.readings.tpu import HbmEstimate
 from pytest_tpumem.targets import parse_target
-from pytest_tpumem.telling.budget import PROGRAMS_SHOWN, UNCOUNTED, peak_line, peak_section, sampled_over
+from pytest_tpumem.telling.budget import UNCOUNTED, peak_line, peak_section, sampled_over
 from pytest_tpumem.telling.header import backend_lines, settings_line, versions_line
 from pytest_tpumem.telling.leak import series_line
 from pytest_tpumem.telling.results import message, row, section
