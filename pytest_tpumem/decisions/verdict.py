@@ -12,9 +12,8 @@ class Verdict(str, enum.Enum):
     LEAK = "leak"  # memory grew by the threshold or more per iteration
     OVER_BUDGET = "over budget"  # the peak (on the run's devices or compiled for a TPU target) is over the budget
     REGRESSED = "regressed"  # a figure grew beyond a tolerance against the baseline (--tpumem-compare-fail)
-    NOT_JUDGED = (
-        "not judged"  # a budget that could not be checked (no libtpu for the target, a program that cannot be moved)
-    )
+    # a budget that could not be checked (no libtpu for the target, a program that cannot be moved)
+    NOT_JUDGED = "not judged"
     OK = "ok"
 
     @property

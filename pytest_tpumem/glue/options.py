@@ -256,9 +256,8 @@ class Settings(NamedTuple):
     enabled: bool = False
     max_hbm: int | None = None
     leak_threshold: int = defaults.LEAK_THRESHOLD
-    leak_host: bool | int = (
-        True  # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
-    )
+    # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
+    leak_host: bool | int = True
     top: int = defaults.TOP
     sample_interval: float = defaults.SAMPLE_MS / 1000
     target: str | None = None  # a TPU topology, "v5e:2x2"

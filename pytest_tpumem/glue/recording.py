@@ -15,12 +15,12 @@ from ..telling.words import files_not_written
 from .options import SETTINGS
 
 
-def record(item: pytest.Item, row: dict[str, Any]) -> None:
-    """Attach a summary row to the test's report (user_properties travel to the xdist controller)."""
+def record(item: pytest.Item, entry: dict[str, Any]) -> None:
+    """Attach a check's row to the test's report (user_properties travel to the xdist controller)."""
     if item.config.stash[SETTINGS].enabled:
         from ..telling.rows import PROPERTY, encode
 
-        item.user_properties.append((PROPERTY, encode(row)))
+        item.user_properties.append((PROPERTY, encode(entry)))
 
 
 def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:

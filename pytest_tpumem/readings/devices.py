@@ -7,6 +7,7 @@ jax is imported lazily; nothing here runs before a measurement asks for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -92,8 +93,6 @@ def _layout(arr: Any) -> tuple[tuple[str, ...], int]:
 
 
 def _one_at_a_time(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import functools
-
     @functools.wraps(fn)
     def reading(*args: Any, **kwargs: Any) -> Any:
         with _ONE_READING:
@@ -112,9 +111,8 @@ def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str
 
     out: dict[str, int] = {}
     counted: set[tuple[str, int]] = set()
-    layouts: dict[
-        tuple[int, Any, Any], tuple[tuple[str, ...], int]
-    ] = {}  # the arrays hold their shardings for the walk
+    # (id of a sharding, shape, dtype) -> its layout; the arrays hold their shardings for the walk
+    layouts: dict[tuple[int, Any, Any], tuple[tuple[str, ...], int]] = {}
     for arr in jax.live_arrays():
         if visit is not None:
             visit(arr)

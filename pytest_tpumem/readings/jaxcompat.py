@@ -20,9 +20,8 @@ COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs c
 PROGRAM_CAPTURE = "program capture"  # jax._src.pjit._resolve_and_lower: what a TPU-target test lowers
 RETARGETING = "retargeting"  # jax._src.core.eval_jaxpr, AbstractMesh.update: a captured program on TPU devices
 BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized: read devices only once started
-SOURCE_LINES = (
-    "source lines"  # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
-)
+# jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
+SOURCE_LINES = "source lines"
 PROGRAM_RUNS = "program runs"  # pjit's fast-path data, ExecuteReplicated.__call__, device_put's impl: each run read (readings.executions)
 FEATURES = (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES, PROGRAM_RUNS)
 
