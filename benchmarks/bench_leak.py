@@ -27,8 +27,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from _util import load_average, machine, spread, table  # noqa: E402
 
-from pytest_tpumem.decisions import leak  # noqa: E402
-from pytest_tpumem.decisions.leak import check_leaks  # noqa: E402
+from pytest_tpumem.checks import check_leaks  # noqa: E402
+from pytest_tpumem.measuring import leak  # noqa: E402
 from pytest_tpumem.readings import devices as sources  # noqa: E402
 from pytest_tpumem.readings import host
 
@@ -101,8 +101,8 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
                 f"{full_gc:.1f}",
                 f"{frozen_gc:.2f}",
                 f"{med(host.trim_host):.2f}",
-                f"{med(lambda: leak._settle(None)):.2f}",
-                f"{med(lambda: leak._read(devices)):.2f}",
+                f"{med(lambda: leak.settle(None)):.2f}",
+                f"{med(lambda: leak.read(devices)):.2f}",
                 f"{med(jax.live_arrays):.2f}",
             ]
         )
@@ -122,7 +122,7 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
     )
     print(
         "\n   pieces check_leaks adds (once per check: full gc.collect, then gc.freeze; each run: _settle, then _cleanup:"
-        " gc.collect of the unfrozen objects, clear_caches, host.trim_host; then _read), cpu ms, median of 15:"
+        " gc.collect of the unfrozen objects, clear_caches, host.trim_host; then read), cpu ms, median of 15:"
     )
     print(
         table(
@@ -132,8 +132,8 @@ def fixed_cost(rounds: int, iterations: int, live_levels: list[int]) -> None:
                 "gc.collect() full (once)",
                 "gc.collect() frozen (per run)",
                 "host.trim_host() (malloc_trim)",
-                "leak._settle(None) (wait live arrays + effects)",
-                "leak._read() (live arrays + stats + RSS)",
+                "leak.settle(None) (wait live arrays + effects)",
+                "leak.read() (live arrays + stats + RSS)",
                 "jax.live_arrays() alone",
             ],
             parts,

@@ -1,37 +1,181 @@
-"""The checks as a user calls them without pytest, each giving a result and its words::
+"""The checks as a user calls them without pytest, each measuring (measuring/), then deciding
+(decisions/), and giving a result and its words::
 
     from pytest_tpumem import check_leaks, message
     report = check_leaks(train_step, state, batch, iterations=3, threshold="100MB")
     print(message(report))
 
-``check_leaks`` is ``decisions.leak.check_leaks`` with ``raise_on_leak``; ``message(result,
-verbosity=0)`` and ``section(result)`` are telling.results' (every result is plain data)."""
+    tracker = PeakTracker().start()
+    run_model()
+    report = tracker.stop()
+
+``message(result, verbosity=0)`` and ``section(result)`` are telling.results' (every result is
+plain data). The plugin's hooks run the same two checks."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from .decisions import leak
-from .decisions.leak import LeakError, LeakReport
+from . import defaults
+from .decisions import leak, peak
+from .decisions.leak import LeakReport
+from .decisions.peak import PeakReport
+from .measuring.leak import LeakRuns
+from .measuring.peak import PeakWatch
+from .readings import devices as device_readings
 from .telling.results import message, section
+from .units import parse_size
 
-__all__ = ["LeakError", "check_leaks", "message", "section"]
+__all__ = ["LeakError", "PeakTracker", "check_leaks", "message", "section"]
 
 
-def check_leaks(fn: Callable[..., Any], *args: Any, raise_on_leak: bool = False, **kwargs: Any) -> LeakReport:
-    report = leak.check_leaks(fn, *args, **kwargs)
+class LeakError(AssertionError):
+    """Raised by ``check_leaks`` with ``raise_on_leak=True``: ``text`` is the failure text
+    (telling/), ``.report`` the LeakReport."""
+
+    def __init__(self, report: LeakReport, text: str):
+        super().__init__(text)
+        self.report = report
+
+
+def _error_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).strip()[:200]}"
+
+
+def check_leaks(
+    fn: Callable[..., Any],
+    *args: Any,
+    iterations: int = defaults.ITERATIONS,
+    warmup: int = defaults.WARMUP,
+    threshold: int | str = defaults.LEAK_THRESHOLD,
+    clear_caches: bool = defaults.CLEAR_CACHES,
+    host: bool | int | str = True,
+    devices: list[Any] | None = None,
+    capacity: tuple[int, str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    profile: bool = False,
+    confirm_cleared: bool = False,
+    raise_on_leak: bool = False,
+    **kwargs: Any,
+) -> LeakReport:
+    """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
+
+    After each run the result is waited for and dropped, garbage is collected and (by default)
+    ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
+    (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
+    of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). ``progress(done,
+    total)`` is called after each run. ``profile``: keep jax's device-memory profiles after the
+    warmup and after the last run (``LeakReport.profiles``). ``host``: host RSS judged with
+    ``threshold`` (True), with a threshold of its own (a size), or read and not judged (False).
+    ``confirm_cleared`` (with ``clear_caches=False``: what the whole-suite sweep does): the caches
+    are kept between runs, so nothing is compiled again; a series that grew by the threshold is
+    confirmed by as many runs again with the caches cleared after each, so what they hold is not
+    a leak (programs kept by the caches are then a leak only by their bytes). ``raise_on_leak``:
+    raise LeakError (an AssertionError carrying the report, its text the failure text) where the
+    check leaks, instead of returning the report. Keyword arguments named like this function's own
+    are taken here, not passed to ``fn``: give them to ``fn`` with ``functools.partial``.
+    """
+    leak.validate(fn, iterations, warmup, clear_caches)
+    judged_host = leak.parse_host(host)
+    if confirm_cleared and clear_caches:
+        raise ValueError(
+            "confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)"
+        )
+    limit = parse_size(threshold, what="threshold")
+    devices = device_readings.local_devices() if devices is None else list(devices)
+    runner = LeakRuns(fn, args, kwargs, devices, clear_caches, progress)
+    with runner:
+        runs = runner.measure(warmup, iterations, profile)
+        report = leak.judge(
+            runs,
+            iterations,
+            warmup,
+            limit,
+            judged_host,
+            capacity,
+            clear_caches,
+            confirm_cleared,
+            runner.held_before_by_site,
+            runner.held_by_site,
+        )
+        runs_after_baseline = iterations  # runs whose arrays can be leak sites
+        if leak.to_confirm(report):
+            more = max(iterations, defaults.CONFIRM_RUNS)
+            total = warmup + iterations
+            step = runner.progress
+            try:
+                points = runner.confirm(
+                    runs.points[-1],
+                    more,
+                    clear_caches or confirm_cleared,
+                    lambda done: step(total + done, total + more),
+                )
+            except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands
+                report = replace(report, unconfirmed=_error_line(e))
+            else:
+                runs_after_baseline += more
+                report = leak.confirmed(report, points, more)
+    # What leaked, and where: only now that a leak was found, for it costs.
+    if any(s.device != "host" for s in report.leaking_series):
+        report = replace(report, sites=leak.leak_sites(runner.survivors(), runs_after_baseline))
+    elif report.leaking_series:  # the host alone grew: one more run, traced
+        try:
+            report = replace(report, host_sites=leak.host_sites(runner.trace_host()))
+        except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
+            report = replace(report, host_trace_error=_error_line(e))
     if raise_on_leak and report.leaking:
         raise LeakError(report, message(report))
     return report
 
 
-check_leaks.__doc__ = (leak.check_leaks.__doc__ or "") + (
-    "\n    ``raise_on_leak``: raise LeakError (an AssertionError carrying the report, its text the\n"
-    "    failure text) where the check leaks, instead of returning the report.\n"
-)
-_inner = inspect.signature(leak.check_leaks)
-_params = list(_inner.parameters.values())
-_params.insert(-1, inspect.Parameter("raise_on_leak", inspect.Parameter.KEYWORD_ONLY, default=False, annotation="bool"))
-check_leaks.__signature__ = _inner.replace(parameters=_params)  # type: ignore[attr-defined]
+class PeakTracker:
+    """Measure the peak device memory between ``start()`` and ``stop()``.
+
+    Usable without pytest::
+
+        tracker = PeakTracker().start()
+        run_model()
+        report = tracker.stop()
+    """
+
+    def __init__(
+        self,
+        devices: list[Any] | None = None,
+        sample_interval: float = defaults.SAMPLE_MS / 1000,
+        body: Any = None,
+        profile: bool = False,
+        floor: int = defaults.READ_FLOOR,
+    ):
+        """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
+        ``profile``: take jax's device-memory profile at the body's end (while its locals are held),
+        for a file. ``floor``: the programs and transfers between two readings add up to at least
+        this many bytes (the peak is never more than this below the exact one; readings.executions)."""
+        self.devices = device_readings.local_devices() if devices is None else list(devices)
+        self._watch = PeakWatch(self.devices, sample_interval, body, profile, floor)
+        self._report: PeakReport | None = None
+
+    def start(self) -> PeakTracker:
+        self._watch.start()
+        return self
+
+    def stop(self) -> PeakReport:
+        """The report; called again, the same report (a leak check stops its tracker after the first run)."""
+        if self._report is None:
+            if not self._watch.started:
+                raise RuntimeError("PeakTracker.stop() before start(): call tracker = PeakTracker().start() first")
+            self._report = peak.judge(self._watch.stop())
+        return self._report
+
+    def program_buffers(self) -> tuple[Any, ...]:
+        """After stop(): what the programs the code ran materialize (their optimized HLO read now;
+        call it only where it is wanted, a failed budget), then let go of them."""
+        from .readings import programs as program_readings
+
+        ran, self._watch.ran = self._watch.ran, []
+        return program_readings.program_buffers(ran)
+
+    def release(self) -> None:
+        """Let go of the programs the code ran (held for program_buffers())."""
+        self._watch.ran = []

@@ -302,9 +302,9 @@ def test_an_error_of_the_plugins_own_is_never_blamed_on_the_test(pytester):
     error is pytest-tpumem's, with the traceback, never "cannot be leak-checked" or as the test's."""
     pytester.makeconftest(
         """
-        from pytest_tpumem.decisions import leak
+        from pytest_tpumem.measuring import leak
 
-        real = leak._read
+        real = leak.read
         calls = []
 
         def breaks_on_the_third(*args, **kwargs):
@@ -313,7 +313,7 @@ def test_an_error_of_the_plugins_own_is_never_blamed_on_the_test(pytester):
                 raise ZeroDivisionError("planted in the plugin's reading")
             return real(*args, **kwargs)
 
-        leak._read = breaks_on_the_third
+        leak.read = breaks_on_the_third
         """
     )
     pytester.makepyfile(

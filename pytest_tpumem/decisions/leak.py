@@ -38,19 +38,21 @@ still alive after the last iteration, grouped by the user's line that made them.
 after each run (the caches' residue) is reported: what a pipeline's second run would find taken.
 Host RSS is judged with the threshold, with a threshold of its own (``host="200MB"``), or not at
 all (``host=False``: read and shown only).
+
+The runs are made and read by measuring.leak; this module judges what they read (``judge``,
+``to_confirm``, ``confirmed``), and checks.check_leaks puts the two together.
 """
 
 from __future__ import annotations
 
-import gc
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import defaults
-from ..readings import devices as device_readings
-from ..readings import host as host_readings
-from ..units import parse_size
+from ..measuring.leak import HOST_OTHER, HOST_RSS, Point, Runs
+from ..units import SizeError, parse_size
 from .verdict import Verdict
 
 
@@ -64,11 +66,6 @@ def _rule(values: tuple[int, ...], every: bool = False) -> int:
     if not d:
         return 0
     return min(d[0] if every else d[(len(d) - 1) // 2], (values[-1] - values[0]) // len(d))
-
-
-HOST_MALLOC = "host malloc"  # bytes the C allocator has handed out (readings.host.malloc_figures)
-HOST_OTHER = "host other"  # RSS outside malloc's heaps: Python's small objects, memory mapped directly
-HOST_RSS = "host RSS"  # judged (every delta must grow) only where the two above cannot be read
 
 
 @dataclass(frozen=True)
@@ -289,121 +286,8 @@ class LeakReport:
         return max((s.growth for s in self.series if s.device == device), default=0)
 
 
-class LeakError(AssertionError):
-    """Raised by ``pytest_tpumem.check_leaks`` with ``raise_on_leak=True``: ``text`` is the failure
-    text (telling/), ``.report`` the LeakReport."""
-
-    def __init__(self, report: LeakReport, text: str):
-        super().__init__(text)
-        self.report = report
-
-
-def _settle(result: Any) -> None:
-    """Wait for the run's work: its result, every live array still being computed, effects, and
-    the programs whose outputs it dropped (readings.inflight: no runtime thread busy any more).
-
-    A test body returns None, so waiting for the result alone would read memory while programs
-    are still running (and their buffers still held)."""
-    import jax
-
-    from ..readings.inflight import wait_idle
-
-    for pending in (result, jax.live_arrays()):
-        try:
-            jax.block_until_ready(pending)
-        except Exception:
-            pass  # results that are not pytrees of arrays, arrays deleted meanwhile
-    jax.effects_barrier()
-    wait_idle()
-
-
-def _cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, int]:
-    """Collect the run's garbage and (``clear_caches``) clear jax's caches; with ``devices``, the
-    runtime's bytes in use per device (where it reports them: not on CPU) and host RSS just before
-    the caches were cleared, to tell what clearing freed. Cheap reads only: no live-array walk."""
-    gc.collect()  # frees the run's cycles; what clear_caches drops is freed by reference counting
-    before: dict[str, int] = {}
-    if clear_caches:
-        import jax
-
-        if devices is not None:
-            host_readings.trim_host()
-            before = device_readings.read_in_use(devices)
-            rss = host_readings.host_rss()
-            if rss is not None:
-                before["host"] = rss
-        jax.clear_caches()
-    host_readings.trim_host()
-    return before
-
-
-def _residue(before: dict[str, int], point: dict[str, tuple[int, int | None]]) -> dict[str, int]:
-    """What clearing jax's caches freed: the reading before it minus the point read after it."""
-    out = {}
-    for label, used in before.items():
-        after = point.get(HOST_RSS if label == "host" else f"{label} bytes in use")
-        if after is not None:
-            out[label] = max(0, used - after[0])
-    return out
-
-
-def _read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> dict[str, tuple[int, int | None]]:
-    """One point for every series: name -> (bytes, limit); ``visit`` sees every live array on the way."""
-    point: dict[str, tuple[int, int | None]] = {}
-    for label, mem in device_readings.read_devices(devices, visit).items():
-        point[f"{label} live arrays"] = (mem.live_bytes, mem.limit)
-        if mem.in_use is not None:
-            point[f"{label} bytes in use"] = (mem.in_use, mem.limit)
-    rss = host_readings.host_rss()
-    malloc = host_readings.malloc_figures()
-    if malloc is not None:
-        in_use, obtained = malloc
-        point[HOST_MALLOC] = (in_use, None)
-        if rss is not None:
-            point[HOST_OTHER] = (rss - obtained, None)
-    if rss is not None:
-        point[HOST_RSS] = (rss, None)
-    return point
-
-
-def _confirm(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    devices: list[Any],
-    births: Any,
-    last: dict[str, tuple[int, int | None]],
-    iterations: int,
-    runs: int,
-    clear: bool,
-    cleared_before: bool,
-    step: Callable[[int], None],
-) -> tuple[list[dict[str, tuple[int, int | None]]], int]:
-    """``runs`` more runs after the ``iterations``, read as those were (jax's caches cleared after
-    each where ``clear``): the points, baseline first, and the runs made. Where the first runs kept
-    the caches and these clear them, they are cleared before the baseline is read, so that neither
-    it nor any later reading holds what they held (before the check or during it). No run comes
-    first to warm up (it would cost one more compile of everything): what a first compile leaves
-    behind is one delta, and the rule asks for growth in half of them."""
-    run = iterations
-    if clear and not cleared_before:
-        _cleanup(True)
-        points = [_read(devices)]
-    else:
-        points = [last]
-    for done in range(runs):
-        _settle(fn(*args, **kwargs))
-        _cleanup(clear)
-        run += 1
-        points.append(_read(devices, births.visitor(run)))
-        step(done + 1)
-    return points, run - iterations
-
-
 def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
     """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
-    import inspect
-
     if not callable(fn):
         raise ValueError(f"fn={_short_repr(fn)} is not callable; pass the function to run, then its arguments")
     target = getattr(fn, "func", fn)  # a functools.partial's function
@@ -432,8 +316,6 @@ def parse_host(host: Any) -> bool | int:
     threshold); ValueError naming the value otherwise."""
     if isinstance(host, bool):
         return host
-    from ..units import SizeError
-
     try:
         return parse_size(host, what="host")
     except SizeError as e:
@@ -445,167 +327,64 @@ def _short_repr(value: Any) -> str:
     return text[:60] + ("..." if len(text) > 60 else "")
 
 
-def check_leaks(
-    fn: Callable[..., Any],
-    *args: Any,
-    iterations: int = defaults.ITERATIONS,
-    warmup: int = defaults.WARMUP,
-    threshold: int | str = defaults.LEAK_THRESHOLD,
-    clear_caches: bool = defaults.CLEAR_CACHES,
-    host: bool | int | str = True,
-    devices: list[Any] | None = None,
+def judge(
+    runs: Runs,
+    iterations: int,
+    warmup: int,
+    threshold: int,
+    host: bool | int = True,
     capacity: tuple[int, str] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    profile: bool = False,
+    clear_caches: bool = True,
     confirm_cleared: bool = False,
-    **kwargs: Any,
+    held_before: Callable[[], dict[Any, int]] | None = None,
+    held_after: Callable[[], dict[Any, int]] | None = None,
 ) -> LeakReport:
-    """Run ``fn(*args, **kwargs)`` ``warmup + iterations`` times and report per-iteration growth.
+    """The report of the measured runs (measuring.leak): a series per source read at every point.
+    ``capacity``: (bytes, where from) for a device that reports no ``bytes_limit`` (a TPU target's
+    usable HBM). ``held_before``/``held_after``: the executables jax's caches held by line at the
+    baseline and now (kept caches only; counted only where a program was compiled in every iteration)."""
+    points = runs.points
+    series = []
+    for name, (_, limit) in points[0].items():
+        if all(name in p for p in points):
+            device = "host" if name.startswith("host ") else name.split(" ", 1)[0]
+            source = "bytes_limit"
+            if limit is None and device != "host" and capacity is not None:
+                limit, source = capacity
+            rss = name == HOST_RSS
+            shown = rss and HOST_OTHER in points[0]  # RSS is split exactly into malloc's and the rest
+            series.append(
+                Series(name, device, tuple(p[name][0] for p in points), limit, source, every=rss, shown_only=shown)
+            )
+    return LeakReport(
+        iterations,
+        warmup,
+        threshold,
+        tuple(series),
+        compiled=runs.compiled,
+        kept_programs=() if clear_caches else kept_in_every_iteration(runs.made, held_before, held_after),
+        cache_residue=runs.residue,
+        clear_caches=clear_caches,
+        confirmed_cleared=confirm_cleared,
+        host=host,
+        profiles=runs.profiles,
+    )
 
-    After each run the result is waited for and dropped, garbage is collected and (by default)
-    ``jax.clear_caches()`` frees compiled executables, then every source is read: on ``devices``
-    (default: every local device) and the host. ``capacity``: (bytes, where from) for the forecast
-    of a device that reports no ``bytes_limit`` (a TPU target's usable HBM). ``progress(done,
-    total)`` is called after each run. ``profile``: keep jax's device-memory profiles after the
-    warmup and after the last run (``LeakReport.profiles``). ``host``: host RSS judged with
-    ``threshold`` (True), with a threshold of its own (a size), or read and not judged (False).
-    ``confirm_cleared`` (with ``clear_caches=False``: what the whole-suite sweep does): the caches
-    are kept between runs, so nothing is compiled again; a series that grew by the threshold is
-    confirmed by as many runs again with the caches cleared after each, so what they hold is not
-    a leak (programs kept by the caches are then a leak only by their bytes). Keyword arguments
-    named like this function's own (``iterations``, ``warmup``, ``threshold``, ``clear_caches``,
-    ``host``, ``devices``, ``capacity``, ``progress``, ``profile``, ``confirm_cleared``; and
-    ``raise_on_leak`` of ``pytest_tpumem.check_leaks``) are taken here, not passed to ``fn``: give them to ``fn`` with
-    ``functools.partial``.
-    """
-    validate(fn, iterations, warmup, clear_caches)
-    host = parse_host(host)
-    if confirm_cleared and clear_caches:
-        raise ValueError(
-            "confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)"
-        )
-    threshold = parse_size(threshold, what="threshold")
-    devices = device_readings.local_devices() if devices is None else list(devices)
-    # Everything alive before the check is moved out of the collector's sight (gc.freeze): each
-    # collection then scans only what the runs created, a fraction of a millisecond instead of
-    # ~50 ms for the ~100k objects jax keeps. Cycles among those older objects are not the runs'
-    # doing and are left alone until the check ends; only the young generations are collected
-    # first (a full collection here cost ~75 ms a check, a third of a sweep's overhead).
-    gc.collect(1)
-    frozen = not gc.get_freeze_count()
-    if frozen:
-        gc.freeze()
-    from ..readings import programs
-    from ..readings.arrays import ArrayBirths, describe
 
-    total = warmup + iterations
-    step = progress or (lambda done, total: None)
-    try:
-        for done in range(1, warmup + 1):
-            _settle(fn(*args, **kwargs))
-            _cleanup(clear_caches)
-            step(done, total)
-        if warmup == 0:
-            _cleanup(clear_caches)
-        births = ArrayBirths()
-        points = [_read(devices, births.visitor(0))]  # what is alive now is not the runs' doing
-        first_profile = device_readings.memory_profile() if profile else None
-        made: list[list[Any]] = []  # per iteration: the programs it compiled
-        held_before = programs.held_now(devices) if not clear_caches else None  # held until the check ends
-        compiled: list[int] = []
-        residue: dict[str, int] = {}
-        for done in range(warmup + 1, total + 1):
-            before = programs.held_now(devices)  # held through the run: no new program can take their ids
-            _settle(fn(*args, **kwargs))
-            new = programs.compiled_since(devices, before)
-            del before
-            freed = _cleanup(clear_caches, devices)
-            points.append(_read(devices, births.visitor(done - warmup)))
-            compiled.append(len(new))
-            made.append(new)
-            for label, n in _residue(freed, points[-1]).items():
-                residue[label] = max(residue.get(label, 0), n)
-            step(done, total)
-        last_profile = device_readings.memory_profile() if profile else None
-        series = []
-        for name, (_, limit) in points[0].items():
-            if all(name in p for p in points):
-                device = "host" if name.startswith("host ") else name.split(" ", 1)[0]
-                source = "bytes_limit"
-                if limit is None and device != "host" and capacity is not None:
-                    limit, source = capacity
-                rss = name == HOST_RSS
-                shown = rss and HOST_OTHER in points[0]  # RSS is split exactly into malloc's and the rest
-                series.append(
-                    Series(name, device, tuple(p[name][0] for p in points), limit, source, every=rss, shown_only=shown)
-                )
-        report = LeakReport(
-            iterations,
-            warmup,
-            threshold,
-            tuple(series),
-            compiled=tuple(compiled),
-            kept_programs=()
-            if clear_caches
-            else kept_in_every_iteration(
-                made, lambda: programs.count_by_site(held_before or []), lambda: programs.held_by_site(devices)
-            ),
-            cache_residue=residue,
-            clear_caches=clear_caches,
-            confirmed_cleared=confirm_cleared,
-            host=host,
-            profiles=tuple(p for p in (first_profile, last_profile) if p is not None) if profile else (),
-        )
-        runs_after_baseline = iterations  # runs whose arrays can be leak sites
-        suspects = report.leaking_series
-        if suspects and (confirm_cleared or all(s.device == "host" for s in suspects)):
-            # Not read off live arrays alone: confirmed by as many runs again before it is a leak.
-            clear = clear_caches or confirm_cleared
-            try:
-                runs = max(iterations, defaults.CONFIRM_RUNS)
-                confirmation, confirming_runs = _confirm(
-                    fn,
-                    args,
-                    kwargs,
-                    devices,
-                    births,
-                    points[-1],
-                    iterations,
-                    runs,
-                    clear,
-                    clear_caches,
-                    lambda done: step(total + done, total + runs),
-                )
-            except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands
-                report = replace(report, unconfirmed=f"{type(e).__name__}: {str(e).strip()[:200]}")
-            else:
-                runs_after_baseline += confirming_runs
-                report = replace(
-                    report,
-                    confirmed_by=runs,
-                    series=tuple(
-                        replace(s, confirmation=tuple(p[s.name][0] for p in confirmation))
-                        if all(s.name in p for p in confirmation)
-                        else s
-                        for s in report.series
-                    ),
-                )
-    finally:
-        if frozen:
-            gc.unfreeze()
-    # What leaked, and where: only now that a leak was found, for it costs.
-    if any(s.device != "host" for s in report.leaking_series):
-        survivors = [(describe(a), run) for a, run in births.made_since_baseline()]
-        report = replace(report, sites=leak_sites(survivors, runs_after_baseline))
-        del survivors
-    elif report.leaking_series:  # the host alone grew: one more run, traced
+def to_confirm(report: LeakReport) -> bool:
+    """A growth not read off live arrays alone is confirmed by more runs before it is a leak: where
+    only the host grew, and everywhere under the sweep (caches kept between runs)."""
+    suspects = report.leaking_series
+    return bool(suspects) and (report.confirmed_cleared or all(s.device == "host" for s in suspects))
 
-        def traced() -> None:
-            _settle(fn(*args, **kwargs))
-            _cleanup(clear_caches)
 
-        try:
-            report = replace(report, host_sites=host_sites(host_readings.traced_growth(traced)))
-        except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
-            report = replace(report, host_trace_error=f"{type(e).__name__}: {str(e).strip()[:200]}")
-    return report
+def confirmed(report: LeakReport, points: list[Point], runs: int) -> LeakReport:
+    """``report`` with the confirming runs' points (baseline first) beside each series they read."""
+    return replace(
+        report,
+        confirmed_by=runs,
+        series=tuple(
+            replace(s, confirmation=tuple(p[s.name][0] for p in points)) if all(s.name in p for p in points) else s
+            for s in report.series
+        ),
+    )

@@ -19,20 +19,15 @@ A background ``sampler`` also reads bytes in use every few milliseconds. What it
 when it looks, so it never judges: it is kept beside the witnesses as evidence, and where it saw
 more than they explain (a path the watch does not see: a program compiled ahead of time and called
 from its own C++ path, pmap) the report says so.
+
+The readings are taken by measuring.peak; ``judge`` turns them into the peak.
 """
 
 from __future__ import annotations
 
-import inspect
-import sys
-import threading
-import time
 from dataclasses import dataclass, field
-from typing import Any
 
-from .. import defaults
-from ..readings import devices as device_readings
-from ..readings import host
+from ..measuring.peak import PeakReadings
 from ..readings.executions import Need
 
 
@@ -95,199 +90,37 @@ def choose_witness(witnesses: dict[str, int]) -> str:
     return max(sorted(witnesses, key=WITNESSES.index), key=lambda k: witnesses[k])
 
 
-class _Sampler(threading.Thread):
-    """Reads bytes in use every ``interval`` seconds (or less often where a reading is slow) and
-    keeps the maximum per device."""
-
-    def __init__(self, devices: list[Any], interval: float):
-        super().__init__(name="tpumem-sampler", daemon=True)
-        self.devices = devices
-        self.interval = interval
-        self.max: dict[str, int] = {}
-        self._stop_event = threading.Event()
-
-    def sample(self) -> None:
-        try:
-            used = device_readings.read_used(self.devices)
-        except Exception:
-            return
-        for label, n in used.items():
-            if n > self.max.get(label, -1):
-                self.max[label] = n
-
-    def run(self) -> None:
-        wait = self.interval
-        while not self._stop_event.wait(wait):
-            began = time.perf_counter()
-            self.sample()
-            # With many live arrays a reading takes milliseconds: keep the sampler's share of the
-            # GIL under about a quarter, whatever the interval.
-            wait = max(self.interval, 3 * (time.perf_counter() - began))
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join()
-        self.sample()
-
-
-class _FrameGrab:
-    """Keeps the frame of one function call alive, so its locals can be read after it returned.
-
-    A profile function is installed only until that function is entered, then removes itself:
-    the code between here and the test body pays for a few calls, the test body for none. Where
-    another profiler is already installed, nothing is done (``frame`` stays None).
-    """
-
-    def __init__(self, code: Any):
-        self.code = code
-        self.frame: Any = None
-        self.installed = code is not None and sys.getprofile() is None
-        if self.installed:
-            sys.setprofile(self._on_event)
-
-    def _on_event(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is self.code:
-            self.frame = frame
-            self._uninstall()
-
-    def _uninstall(self) -> None:
-        if self.installed and sys.getprofile() == self._on_event:
-            sys.setprofile(None)
-        self.installed = False
-
-    def release(self) -> None:
-        """Drop our reference: the locals go with the frame, unless a traceback (a failed test,
-        kept for --showlocals and --pdb) still holds it."""
-        self._uninstall()
-        self.frame = None
-
-
-class PeakTracker:
-    """Measure the peak device memory between ``start()`` and ``stop()``.
-
-    Usable without pytest::
-
-        tracker = PeakTracker().start()
-        run_model()
-        report = tracker.stop()
-    """
-
-    def __init__(
-        self,
-        devices: list[Any] | None = None,
-        sample_interval: float = defaults.SAMPLE_MS / 1000,
-        body: Any = None,
-        profile: bool = False,
-        floor: int = defaults.READ_FLOOR,
-    ):
-        """``body``: the function (the test) whose locals are read after it returns: ``body-end``.
-        ``profile``: take jax's device-memory profile at the body's end (while its locals are held),
-        for a file. ``floor``: the programs and transfers between two readings add up to at least
-        this many bytes (the peak is never more than this below the exact one; readings.executions)."""
-        self.devices = device_readings.local_devices() if devices is None else list(devices)
-        self.sample_interval = sample_interval
-        self.profile = profile
-        self.floor = floor
-        try:  # the test's own code, not a decorator's wrapper around it
-            self.body_code = getattr(inspect.unwrap(body), "__code__", None) if body is not None else None
-        except ValueError:  # a wrapper cycle
-            self.body_code = None
-        self._sampler: _Sampler | None = None
-        self._grab: _FrameGrab | None = None
-        self._watch: Any = None
-        self._report: PeakReport | None = None
-        self._ran: list[Any] = []
-
-    def program_buffers(self) -> tuple[Any, ...]:
-        """After stop(): what the programs the code ran materialize (their optimized HLO read now;
-        call it only where it is wanted, a failed budget), then let go of them."""
-        from ..readings import programs as program_readings
-
-        ran, self._ran = self._ran, []
-        return program_readings.program_buffers(ran)
-
-    def release(self) -> None:
-        """Let go of the programs the code ran (held for program_buffers())."""
-        self._ran = []
-
-    def start(self) -> PeakTracker:
-        from ..readings.executions import ExecutionWatch
-        from ..readings.jaxcompat import Unavailable
-
-        self._reset = {device_readings.device_label(d): device_readings.reset_peak(d) for d in self.devices}
-        self._start = device_readings.read_devices(self.devices)
-        self._host_reset = host.reset_host_peak()
-        try:
-            self._watch = ExecutionWatch(self.devices, self.floor).__enter__()
-        except Unavailable:
-            self._watch = None
-        if self.sample_interval > 0:
-            self._sampler = _Sampler(self.devices, self.sample_interval)
-            # Its first value is the start reading: no second walk of the live arrays.
-            self._sampler.max = {label: mem.used for label, mem in self._start.items()}
-            self._sampler.start()
-        self._grab = _FrameGrab(self.body_code)
-        return self
-
-    def stop(self) -> PeakReport:
-        """The report; called again, the same report (a leak check stops its tracker after the first run)."""
-        if self._report is None:
-            if not hasattr(self, "_start"):
-                raise RuntimeError("PeakTracker.stop() before start(): call tracker = PeakTracker().start() first")
-            self._report = self._stop()
-        return self._report
-
-    def _stop(self) -> PeakReport:
-        body_end: dict[str, int] = {}
-        profile = None
-        if self._grab is not None:
-            if self._grab.frame is not None:
-                body_end = device_readings.read_used(self.devices)
-            if self.profile:
-                profile = device_readings.memory_profile()
-            self._grab.release()
-            self._grab = None
-        elif self.profile:
-            profile = device_readings.memory_profile()
-        sampled: dict[str, int] = {}
-        if self._sampler is not None:
-            self._sampler.stop()
-            sampled = self._sampler.max
-            self._sampler = None
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.__exit__(None, None, None)
-        end = device_readings.read_devices(self.devices)
-        needs: list[Need] = []
-        if watch is not None:
-            self._ran = list(watch.executables.values())
-            needs = sorted(watch.needs.values(), key=lambda n: -n.peak)
-        devices = {}
-        for label, first in self._start.items():
-            last = end.get(label, first)
-            witnesses = {"start": first.used, "end": last.used}
-            if label in body_end:
-                witnesses["body-end"] = body_end[label]
-            moment = watch.highest.get(label) if watch is not None else None
-            if moment is not None:
-                witnesses["transfer" if moment.what == "transfer" else "program"] = moment.bytes
-            if last.peak is not None and (self._reset.get(label) or first.peak is None or last.peak > first.peak):
-                witnesses["runtime-peak"] = last.peak
-            witness = choose_witness(witnesses)
-            devices[label] = DevicePeak(
-                device=label,
-                start=first.used,
-                peak=witnesses[witness],
-                witness=witness,
-                witnesses=witnesses,
-                limit=last.limit,
-                stand_in=first.in_use is None,
-                free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
-                largest_free=last.largest_free,
-                sampler=sampled.get(label),
-                program=moment.what.removeprefix("program ")
-                if moment is not None and moment.what != "transfer"
-                else "",
-            )
-        host_peak = host.host_peak() if self._host_reset else None
-        return PeakReport(devices, host_peak, tuple(needs), profile, "" if watch is not None else "unavailable")
+def judge(readings: PeakReadings) -> PeakReport:
+    """The peak per device from one measurement's readings (measuring.peak): every witness, and the largest."""
+    devices = {}
+    for label, first in readings.start.items():
+        last = readings.end.get(label, first)
+        witnesses = {"start": first.used, "end": last.used}
+        if label in readings.body_end:
+            witnesses["body-end"] = readings.body_end[label]
+        moment = readings.highest.get(label)
+        if moment is not None:
+            witnesses["transfer" if moment.what == "transfer" else "program"] = moment.bytes
+        if last.peak is not None and (readings.reset.get(label) or first.peak is None or last.peak > first.peak):
+            witnesses["runtime-peak"] = last.peak
+        witness = choose_witness(witnesses)
+        devices[label] = DevicePeak(
+            device=label,
+            start=first.used,
+            peak=witnesses[witness],
+            witness=witness,
+            witnesses=witnesses,
+            limit=last.limit,
+            stand_in=first.in_use is None,
+            free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
+            largest_free=last.largest_free,
+            sampler=readings.sampled.get(label),
+            program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
+        )
+    return PeakReport(
+        devices,
+        readings.host_peak,
+        readings.needs,
+        readings.profile,
+        "" if readings.watched else "unavailable",
+    )

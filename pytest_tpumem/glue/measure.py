@@ -173,7 +173,7 @@ class Measurer:
         problem = self.backend().get("error")
         if problem is not None:
             fail(backend_failed(item.name, problem))
-        from ..decisions.peak import PeakTracker
+        from ..checks import PeakTracker
 
         target = self._start_target(item, plan)
         self._forget_last_failure()

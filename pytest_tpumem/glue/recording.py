@@ -38,7 +38,7 @@ def run_leak_check(item: pytest.Item, call: Callable[[], Any], session: Any, tar
     """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
     progress of ``session`` (the Measurer, where --tpumem is on; else None), files where a directory
     is given, and the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
-    from ..decisions.leak import check_leaks
+    from ..checks import check_leaks
 
     profile_dir = item.config.stash[SETTINGS].profile_dir
     report = check_leaks(

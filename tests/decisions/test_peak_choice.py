@@ -1,10 +1,15 @@
 """The peak is the largest deterministic witness; ties go to the runtime's own figure, then the
 body's end, then a program's run. The sampler is evidence beside them and never judges."""
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 
-from pytest_tpumem.decisions.peak import WITNESSES, PeakTracker, choose_witness
+from pytest_tpumem.checks import PeakTracker
+from pytest_tpumem.decisions.peak import WITNESSES, choose_witness, judge
+from pytest_tpumem.measuring.peak import PeakWatch
+from pytest_tpumem.readings.devices import local_devices
 
 
 def test_the_largest_witness_judges():
@@ -38,11 +43,11 @@ def test_a_program_compiled_before_the_tracker_still_counts():
 def test_the_sampler_is_evidence_only():
     """A sampler that saw more than every deterministic reading is kept and said, not judged."""
     x = jnp.ones((1_000,), jnp.float32)
-    tracker = PeakTracker(sample_interval=0.001).start()
-    seen = tracker._sampler.max["cpu:0"] + 50_000_000  # as if it had looked at a moment nothing else explains
-    tracker._sampler.max["cpu:0"] = seen
+    watch = PeakWatch(local_devices(), sample_interval=0.001).start()
     (x + 1).block_until_ready()
-    report = tracker.stop()
+    readings = watch.stop()
+    seen = readings.sampled["cpu:0"] + 50_000_000  # as if it had looked at a moment nothing else explains
+    report = judge(replace(readings, sampled={**readings.sampled, "cpu:0": seen}))
     d = report.devices["cpu:0"]
     assert d.sampler == seen and d.peak < seen and d.witness != "sampler"
     assert d.unexplained == seen - d.peak

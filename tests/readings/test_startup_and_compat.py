@@ -85,7 +85,7 @@ def test_where_this_jax_cannot_be_watched_the_peak_says_so(monkeypatch):
     import jax.numpy as jnp
     from jax._src import pjit
 
-    from pytest_tpumem.decisions.peak import PeakTracker
+    from pytest_tpumem.checks import PeakTracker
 
     real = jaxcompat._missing
     monkeypatch.setattr(
@@ -109,7 +109,7 @@ def test_a_watch_leaves_jax_as_it_found_it(monkeypatch):
     from jax._src import dispatch, pjit
     from jax._src.interpreters import pxla
 
-    from pytest_tpumem.decisions.peak import PeakTracker
+    from pytest_tpumem.checks import PeakTracker
 
     originals = (pjit._get_fastpath_data, pxla.ExecuteReplicated.__call__, dispatch._batched_device_put_impl)
     python_path = []
