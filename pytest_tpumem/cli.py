@@ -61,8 +61,8 @@ def merge(args: argparse.Namespace) -> int:
         reports.write(merged, args.output)
     except OSError as e:
         raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
-    n = merged["context"].get("merged_from", len(args.reports))
-    print(merged_written(args.output, len(merged["tests"]), n))
+    n = merged.context.get("merged_from", len(args.reports))
+    print(merged_written(args.output, merged.measured, n))
     return 0
 
 

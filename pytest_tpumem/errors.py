@@ -12,3 +12,8 @@ LIBTPU_INSTALL = (
 def first_line(error: BaseException, limit: int = 300) -> str:
     """The first line of an error's message (its type's name where it has none), cut at ``limit``."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+
+
+class ReportError(ValueError):
+    """A report that cannot be used: missing, unreadable, not JSON, or not in this schema. The
+    message names the file and what is wrong with it."""

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from pytest_tpumem.decisions.entry import Entry
 from pytest_tpumem.telling import report as reports
-from pytest_tpumem.telling.report import entry_of as entry
 
 MB = 10**6
 
@@ -52,7 +52,7 @@ def leak(growth, threshold=100 * MB, verdict="ok"):
 def write(path, tests, **ctx):
     """A report of ``tests`` (test id -> check records) written to ``path``; its path as text."""
     reports.write(
-        reports.build({n: entry(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path)
+        reports.build({n: Entry.of(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path)
     )
     return str(path)
 
@@ -158,41 +158,55 @@ def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
     [
         (b"{not json", "not JSON"),
         (json.dumps({"schema": "something-else", "version": 1}).encode(), "not a pytest-tpumem report"),
-        (json.dumps({**reports.build({}, {}), "version": 99}).encode(), "schema version 99 is newer"),
+        (json.dumps({**reports.build({}, {}).to_json(), "version": 99}).encode(), "schema version 99 is newer"),
         (
-            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}).encode(),
+            json.dumps(
+                {**reports.build({}, {}).to_json(), "tests": {"t.py::a": {"verdict": "ok", "peak": "big"}}}
+            ).encode(),
             "'big', not bytes",
         ),
         # Valid JSON of the wrong types (each crashed show, compare or merge with exit 1, compare's "regression"):
         (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to be a report"),
-        (json.dumps({**reports.build({}, {"git": {"commit": "a", "dirty": "yes"}})}).encode(), 'context "git" is not'),
         (
-            json.dumps({**reports.build({}, {"versions": ["jax"]})}).encode(),
+            json.dumps({**reports.build({}, {"git": {"commit": "a", "dirty": "yes"}}).to_json()}).encode(),
+            'context "git" is not',
+        ),
+        (
+            json.dumps({**reports.build({}, {"versions": ["jax"]}).to_json()}).encode(),
             "context \"versions\" is ['jax'], not an object",
         ),
         (
-            json.dumps({**reports.build({}, {"merged_from": "x"})}).encode(),
+            json.dumps({**reports.build({}, {"merged_from": "x"}).to_json()}).encode(),
             "context \"merged_from\" is 'x', not a whole number",
         ),
-        (json.dumps({**reports.build({}, {"hostname": ["a"]})}).encode(), "context \"hostname\" is ['a'], not text"),
         (
-            json.dumps(reports.build({}, {})).replace("{}", '{"bytes_limit": NaN}', 1).encode(),
+            json.dumps({**reports.build({}, {"hostname": ["a"]}).to_json()}).encode(),
+            "context \"hostname\" is ['a'], not text",
+        ),
+        (
+            json.dumps(reports.build({}, {}).to_json()).replace("{}", '{"bytes_limit": NaN}', 1).encode(),
             "NaN is not a JSON number",
         ),
         (
-            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "peak": 10**20}}}).encode(),
+            json.dumps(
+                {**reports.build({}, {}).to_json(), "tests": {"t.py::a": {"verdict": "ok", "peak": 10**20}}}
+            ).encode(),
             "10000",
         ),
         (
-            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "host_peak": "x"}}}).encode(),
+            json.dumps(
+                {**reports.build({}, {}).to_json(), "tests": {"t.py::a": {"verdict": "ok", "host_peak": "x"}}}
+            ).encode(),
             "\"host_peak\" is 'x'",
         ),
         (
-            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "ok", "checks": [1]}}}).encode(),
+            json.dumps(
+                {**reports.build({}, {}).to_json(), "tests": {"t.py::a": {"verdict": "ok", "checks": [1]}}}
+            ).encode(),
             '"checks" is not a list of objects',
         ),
         (
-            json.dumps({**reports.build({}, {}), "tests": {"t.py::a": {"verdict": "fine"}}}).encode(),
+            json.dumps({**reports.build({}, {}).to_json(), "tests": {"t.py::a": {"verdict": "fine"}}}).encode(),
             "\"verdict\" is 'fine', not one of",
         ),
     ],
@@ -278,12 +292,13 @@ def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"wrote {out}: 3 tests from 2 processes\n"
     merged = reports.read(str(out))
-    assert sorted(merged["tests"]) == ["t.py::only_0", "t.py::only_1", "t.py::shared"]
-    shared = merged["tests"]["t.py::shared"]
-    assert shared["peaks"] == {"cpu:0": 10 * MB, "cpu:1": 20 * MB} and shared["peak"] == 20 * MB
-    assert shared["verdict"] == "leak" and shared["growth"] == MB
-    assert [c["process_index"] for c in merged["processes"]] == [0, 1]
-    assert merged["context"]["merged_from"] == 2 and merged["summary"] == {"measured": 3, "failed": 1}
+    assert sorted(merged.tests) == ["t.py::only_0", "t.py::only_1", "t.py::shared"]
+    shared = merged.tests["t.py::shared"]
+    assert shared.peaks == {"cpu:0": 10 * MB, "cpu:1": 20 * MB} and shared.peak == 20 * MB
+    assert shared.verdict == "leak" and shared.growth == MB
+    assert [c["process_index"] for c in merged.processes] == [0, 1]
+    assert merged.context["merged_from"] == 2 and (merged.measured, merged.failed) == (3, 1)
+    assert json.loads(out.read_text())["summary"] == {"measured": 3, "failed": 1}
     shown = cli("show", out)
     assert shown.returncode == 0 and "merged from 2 processes" in shown.stdout
 

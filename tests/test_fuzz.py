@@ -2,7 +2,6 @@
 plugin's own one-line error, never another exception. Bounded: a few hundred examples each, no
 deadline (a loaded CI runner), a fixed derandomized seed so a run is the same run."""
 
-import copy
 import json
 
 import pytest
@@ -11,7 +10,10 @@ hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is in the test
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from pytest_tpumem.decisions import entry as entries  # noqa: E402
 from pytest_tpumem.decisions.compare import ToleranceError, compare, parse_tolerance, parse_tolerances  # noqa: E402
+from pytest_tpumem.decisions.entry import Report  # noqa: E402
+from pytest_tpumem.errors import ReportError  # noqa: E402
 from pytest_tpumem.glue import markers, options  # noqa: E402
 from pytest_tpumem.telling import report as reports  # noqa: E402
 from pytest_tpumem.telling.comparison import comparison_lines, report_lines  # noqa: E402
@@ -142,7 +144,12 @@ def _valid_report():
         "rootdir": "/w",
         "settings": {},
     }
-    return reports.build({"t.py::a": entry, "t.py::b": dict(entry, verdict="leak", growth=-5)}, context)
+    return {
+        "schema": "pytest-tpumem-report",
+        "version": 2,
+        "context": context,
+        "tests": {"t.py::a": entry, "t.py::b": dict(entry, verdict="leak", growth=-5)},
+    }
 
 
 JSON = st.recursive(
@@ -158,8 +165,8 @@ JSON = st.recursive(
 )
 PLACES = st.sampled_from(
     [("context",), ("tests",), ("processes",), ("version",)]
-    + [("context", k) for k in reports._CONTEXT]
-    + [("tests", "t.py::a", k) for k in reports._ENTRY]
+    + [("context", k) for k in entries._CONTEXT]
+    + [("tests", "t.py::a", k) for k in entries._ENTRY]
     + [("tests", "t.py::a", "peaks", "cpu:0"), ("tests", "t.py::a", "checks", 0), ("context", "git", "dirty")]
 )
 
@@ -178,17 +185,18 @@ def test_a_report_is_read_whole_or_refused_in_one_line(place, value):
     node[place[-1]] = value
     report = json.loads(json.dumps(report))  # as it would be read from a file
     try:
-        reports.check(report, "r.json")
-    except reports.ReportError as e:
+        report = Report.from_json(report, "r.json")
+    except ReportError as e:
         assert str(e).startswith("r.json: ") and "\n" not in str(e)
         return
-    other = _valid_report()
-    other["context"].update(process_index=1, process_count=2, pid=2)
+    other_data = _valid_report()
+    other_data["context"].update(process_index=1, process_count=2, pid=2)
+    other = Report.from_json(other_data, "o.json")
     report_lines(report)
     for old, new in ((report, other), (other, report)):
         comparison_lines(compare(old, new, parse_tolerances(["peak:10%", "growth:1MB"])), "base.json")
     try:
-        merged = reports.merge_reports([("r.json", copy.deepcopy(report)), ("o.json", other)])
+        merged = reports.merge_reports([("r.json", report), ("o.json", other)])
     except reports.ReportError as e:
         assert "\n" not in str(e)
     else:

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import defaults
 from ..units import SizeError, parse_size, shown_value
+from .entry import Entry, Report
 
 FIGURES = ("peak", "growth")
 
@@ -107,23 +108,15 @@ class Change:
         return None if self.old == 0 else 100.0 * (self.new - self.old) / abs(self.old)
 
 
-def comparable(old: dict[str, Any]) -> bool:
-    """A baseline entry whose figures can judge a run: the test did not fail there (a failed test's
-    figures stop where it failed)."""
-    return old.get("outcome") != "failed"
-
-
-def compare_entry(
-    nodeid: str, old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...]
-) -> list[Change]:
+def compare_entry(nodeid: str, old: Entry, new: Entry, tolerances: tuple[Tolerance, ...]) -> list[Change]:
     """The figures of one test that differ between the baseline's entry and this run's (judged
-    only where the baseline's entry is comparable)."""
-    if not comparable(old):
+    only where the baseline's entry is comparable: the test did not fail there)."""
+    if not old.comparable:
         tolerances = ()
     changes = []
     for figure in FIGURES:
-        a, b = old.get(figure), new.get(figure)
-        if not isinstance(a, int) or not isinstance(b, int) or a == b:
+        a, b = old.figure(figure), new.figure(figure)
+        if a is None or b is None or a == b:
             continue
         worse = next((t.text for t in tolerances if t.figure == figure and t.exceeded(a, b)), "")
         better = next((t.text for t in tolerances if t.figure == figure and t.exceeded(b, a)), "")
@@ -219,7 +212,7 @@ def match_tests(
     return matched
 
 
-def rekeyed(old_tests: dict[str, Any], matches: dict[str, str]) -> dict[str, Any]:
+def rekeyed(old_tests: dict[str, Entry], matches: dict[str, str]) -> dict[str, Entry]:
     """The baseline's tests under this run's ids where matched (match_tests), the others as they were."""
     renamed = {o: n for n, o in matches.items()}
     return {renamed.get(o, o): entry for o, entry in old_tests.items()}
@@ -257,16 +250,11 @@ class Comparison:
         return bool(self.regressions) or bool(self.tolerances and self.compared_nothing and not self.foreign)
 
 
-def roots(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, str]:
-    """The rootdirs two reports' test ids are relative to ("" where a report does not say)."""
-    return tuple(str((r.get("context") or {}).get("rootdir") or "") for r in (old, new))  # type: ignore[return-value]
-
-
-def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Tolerance, ...] = ()) -> Comparison:
-    """Two reports (telling.report's), the baseline first; tests matched by match_tests."""
-    old_root, new_root = roots(old, new)
-    matches = match_tests(old["tests"], new["tests"], old_root or None, new_root or None)
-    old_tests, new_tests = rekeyed(old["tests"], matches), new["tests"]
+def compare(old: Report, new: Report, tolerances: tuple[Tolerance, ...] = ()) -> Comparison:
+    """Two reports, the baseline first; tests matched by match_tests."""
+    old_root, new_root = old.rootdir, new.rootdir
+    matches = match_tests(old.tests, new.tests, old_root or None, new_root or None)
+    old_tests, new_tests = rekeyed(old.tests, matches), new.tests
     changes = []
     both = sorted(set(old_tests) & set(new_tests))
     for nodeid in both:
@@ -276,7 +264,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], tolerances: tuple[Toleranc
         tuple(changes),
         tuple(sorted(set(new_tests) - set(old_tests))),
         tuple(sorted(set(old_tests) - set(new_tests))),
-        foreign(old.get("context", {}), new.get("context", {}), int(old.get("version", 1)), int(new.get("version", 1))),
+        foreign(old.context, new.context, old.version, new.version),
         tolerances,
         compared=len(both),
         renamed=sum(1 for n, o in matches.items() if n != o),

@@ -378,16 +378,16 @@ class Measurer:
             return
         from ..telling.rows import records_of
 
-        old = baseline["tests"].get(self.reporter.baseline_ids.get(item.nodeid, ""))
+        old = baseline.tests.get(self.reporter.baseline_ids.get(item.nodeid, ""))
         records = records_of(item.user_properties)
         if old is None or not records:
             return
         from ..decisions.compare import compare_entry, foreign
-        from ..telling.report import entry_of
+        from ..decisions.entry import Entry
 
-        if foreign(baseline["context"], self.reporter.platform(), int(baseline.get("version", 1))):
+        if foreign(baseline.context, self.reporter.platform(), baseline.version):
             return
-        changes = compare_entry(item.nodeid, old, entry_of(records), self.settings.compare_fail)
+        changes = compare_entry(item.nodeid, old, Entry.of(records), self.settings.compare_fail)
         worse = [c for c in changes if c.regressed]
         if worse:
             import os
@@ -411,9 +411,9 @@ class Measurer:
         records = records_of(item.user_properties)
         if not isinstance(extra, dict) or not records:
             return
-        from ..telling.report import entry_of
+        from ..decisions.entry import Entry
 
-        entry = entry_of(records)
+        entry = Entry.of(records).to_json()
         extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
 
     def progress(self) -> Any:

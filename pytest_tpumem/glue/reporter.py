@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ..decisions.entry import Entry, Report
 from ..telling.header import worker_backend_lines
 from ..telling.run import (
     COMPARE_NOT_ENFORCED,
@@ -23,7 +24,7 @@ from ..telling.run import (
 from .options import Settings
 
 
-def _read_baseline(path: str | None, missing: str = "error") -> dict[str, Any] | None:
+def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
     """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
     unreadable or corrupt one is a usage error naming the file (which is left as it is); a missing
     one is None under --tpumem-compare-missing=warn (the summary says so)."""
@@ -66,7 +67,7 @@ class Reporter:
         self.skipped_without_libtpu = 0
         self.not_swept: set[str] = set()  # --tpumem-leak-check=all: tests it cannot re-run (doctests, async)
         self.unrerunnable: set[str] = set()  # --tpumem-leak-check=all: passed, but a later run raised
-        self._report: dict[str, Any] | None = None  # this run's report, made once at the end
+        self._report: Report | None = None  # this run's report, made once at the end
         self.written: list[str] = []  # the reports written at the end, for the summary
         self.write_errors: list[str] = []
         from ..readings.context import now
@@ -81,9 +82,11 @@ class Reporter:
         if self.baseline is not None:
             from ..decisions.compare import match_tests
 
-            old_root = (self.baseline.get("context") or {}).get("rootdir")
             self.baseline_ids = match_tests(
-                self.baseline["tests"], [i.nodeid for i in session.items], old_root, str(self.config.rootpath)
+                self.baseline.tests,
+                [i.nodeid for i in session.items],
+                self.baseline.rootdir or None,
+                str(self.config.rootpath),
             )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -119,14 +122,12 @@ class Reporter:
             self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
         return self._comparison
 
-    def report(self) -> dict[str, Any]:
-        """This run's report (telling/report.py's schema), made once the run has ended."""
+    def report(self) -> Report:
+        """This run's report (decisions.entry), made once the run has ended."""
         if self._report is None:
             from ..telling import report
 
-            tests = {
-                nodeid: report.entry_of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()
-            }
+            tests = {nodeid: Entry.of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
             self._report = report.build(tests, self._context())
         return self._report
 
@@ -191,7 +192,7 @@ class Reporter:
         from ..telling import report as reports
 
         data = self.report()
-        context = data["context"]
+        context = data.context
         for path in paths:
             path = reports.process_path(path, context["process_index"], context["process_count"])
             try:
@@ -215,7 +216,7 @@ class Reporter:
         self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from ..telling.rows import merge, summary_lines
+        from ..telling.rows import summary_lines
 
         extra = self._report_lines()
         if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
@@ -223,12 +224,11 @@ class Reporter:
                 terminalreporter.write_line(line, red=True)
             return
         quiet = self.config.get_verbosity() < 0
-        rows = {nodeid: merge(records) for nodeid, records in self.rows.items()}
         terminalreporter.write_sep("=", "tpumem")
         for line in self._backend_lines():
             if not quiet or " unavailable on this jax" in line:  # -q keeps what cannot be measured
                 terminalreporter.write_line(line)
-        for line in summary_lines(rows, self.settings.top, quiet, self.skipped_without_libtpu):
+        for line in summary_lines(self.report().tests, self.settings.top, quiet, self.skipped_without_libtpu):
             terminalreporter.write_line(line)
         if self.not_swept:
             terminalreporter.write_line(not_swept(len(self.not_swept)))

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_delta, format_size
-from .rows import worst_first
 from .words import plural, table
 
 if TYPE_CHECKING:
     from ..decisions.compare import Change, Comparison
+    from ..decisions.entry import Report
 
 
 # --- a run against a baseline --------------------------------------------------------------------
@@ -163,17 +163,15 @@ def context_lines(context: dict[str, Any], processes: Sequence[dict[str, Any]] =
     return lines
 
 
-def report_lines(report: dict[str, Any]) -> list[str]:
-    """A report (telling.report's) for ``show``: its context, then its tests worst first as an
-    aligned table (verdict, peak, budget, growth per iteration, test), then a count."""
-    lines = context_lines(report.get("context") or {}, report.get("processes") or ())
-    tests = sorted(report.get("tests", {}).items(), key=worst_first)
+def report_lines(report: Report) -> list[str]:
+    """A report for ``show``: its context, then its tests worst first as an aligned table
+    (verdict, peak, budget, growth per iteration, test), then a count."""
+    lines = context_lines(report.context, report.processes)
+    tests = sorted(report.tests.items(), key=lambda i: i[1].worst_first())
     rows: list[tuple[str, ...]] = [("verdict", "peak", "budget", "growth/iter", "test")]
     for nodeid, e in tests:
-        rows.append(
-            (e.get("verdict", "?"), _size(e.get("peak")), _size(e.get("budget")), _size(e.get("growth")), nodeid)
-        )
-    failed = sum(1 for _, e in tests if e.get("verdict") != "ok")
+        rows.append((e.verdict.value, _size(e.peak), _size(e.budget), _size(e.growth), nodeid))
+    failed = report.failed
     lines.append("")
     lines += table(rows) if tests else ["no test measured"]
     lines.append(f"{len(tests)} measured, {failed} failed a memory check")

@@ -1,13 +1,13 @@
-"""Rows and the summary table: one JSON-able record per check (bytes as integers, the verdict as
-its text, so pytest-xdist carries it to the controller in ``user_properties``), records of one
-test merged into one row, and the terminal summary, worst first."""
+"""Records and the summary table: one JSON-able record per check (bytes as integers, the verdict as
+its text, so pytest-xdist carries it to the controller in ``user_properties``), and the terminal
+summary of the tests' entries (decisions.entry: a test's records added up), worst first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from ..decisions.verdict import Verdict, rank_of
+from ..decisions.entry import Entry
+from ..decisions.verdict import Verdict
 from ..units import format_size
 from .words import STAND_IN_NOTE, plural, table
 
@@ -49,67 +49,33 @@ def regressed_row(changes: list[Any]) -> dict[str, Any]:
     }
 
 
-def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Several records of one test (its budget, its target, a marker and fixture calls) as one row:
-    the worst verdict, the peaks of every device and target, the largest growth."""
-    out: dict[str, Any] = {}
-    for r in rows:
-        verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=rank_of)
-        if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
-            r = {k: v for k, v in r.items() if not k.startswith("growth")}
-        for key, value in r.items():
-            if value is None:
-                continue
-            if key in ("peaks", "devices"):
-                out[key] = {**out.get(key, {}), **value}
-            elif key == "witness" and out.get("witness") and value not in out["witness"]:
-                out["witness"] = f"{out['witness']}; {value}"
-            elif key == "budget":
-                out.setdefault("budget", value)
-            else:
-                out[key] = value
-        out["verdict"] = verdict
-    return out
-
-
-def worst_first(item: tuple[str, dict[str, Any]]) -> tuple:
-    """Sort key of (test id, row or report entry): the worst verdict first, then the closest to its
-    budget or threshold, then the largest peak."""
-    _, r = item
-    peak = max(r.get("peaks", {0: 0}).values() or [0])
-    ratio = peak / r["budget"] if r.get("budget") else 0.0
-    growth_ratio = (r.get("growth") or 0) / r["threshold"] if r.get("threshold") else 0.0
-    return (rank_of(r["verdict"]), -max(ratio, growth_ratio), -peak)
-
-
-def _peaks_cell(r: dict[str, Any]) -> str:
-    peaks = r.get("peaks")
-    if not peaks:
+def _peaks_cell(e: Entry) -> str:
+    if not e.peaks:
         return "-"
-    used = {dev: n for dev, n in peaks.items() if n > 0} or dict(list(peaks.items())[:1])
+    used = {dev: n for dev, n in e.peaks.items() if n > 0} or dict(list(e.peaks.items())[:1])
     if len(used) <= 4:
         return ", ".join(f"{dev} {format_size(n)}" for dev, n in used.items())
     dev, n = max(used.items(), key=lambda kv: kv[1])
     return f"max {format_size(n)} on {dev}, {len(used)} devices used"
 
 
-def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool, skipped_without_libtpu: int = 0) -> list[str]:
+def summary_lines(tests: dict[str, Entry], top: int, quiet: bool, skipped_without_libtpu: int = 0) -> list[str]:
     """Aligned rows, worst first; under -q only the tests that did not pass their checks."""
-    items = sorted(rows.items(), key=worst_first)
-    bad = [i for i in items if i[1]["verdict"] != "ok"]
+    items = sorted(tests.items(), key=lambda i: i[1].worst_first())
+    bad = [i for i in items if i[1].failed]
     shown = bad if quiet else items
     shown = shown[:top]
     cells = [("verdict", "peak per device", "budget", "growth/iter", "source", "test")]
-    for nodeid, r in shown:
-        source = r.get("witness", "")
-        if r.get("growth_source"):
-            source = (source + "; " if source else "") + r["growth_source"]
+    for nodeid, e in shown:
+        source = e.witness
+        if e.growth_source:
+            source = (source + "; " if source else "") + e.growth_source
         cells.append(
             (
-                r["verdict"],
-                _peaks_cell(r),
-                format_size(r["budget"]) if r.get("budget") else "-",
-                format_size(r["growth"]) if "growth" in r else "-",
+                e.verdict.value,
+                _peaks_cell(e),
+                format_size(e.budget) if e.budget else "-",
+                format_size(e.growth) if e.growth is not None else "-",
                 source,
                 nodeid,
             )
@@ -120,7 +86,7 @@ def summary_lines(rows: dict[str, dict[str, Any]], top: int, quiet: bool, skippe
         total += f" (showing {len(shown)}, see --tpumem-top)"
     if skipped_without_libtpu:
         total += f"; {plural(skipped_without_libtpu, 'budgeted test')} skipped, not judged on the TPU target: no libtpu"
-    if any(r.get("stand_in") for r in rows.values()):
+    if any(e.stand_in for e in tests.values()):
         total += f"; {STAND_IN_NOTE}"
     lines.append(total)
     return lines

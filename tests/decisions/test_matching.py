@@ -2,6 +2,7 @@
 rootdir pytest chose for either run; and a comparison that matched nothing."""
 
 from pytest_tpumem.decisions.compare import compare, match_tests, parse_tolerances
+from pytest_tpumem.decisions.entry import Entry, Report
 
 
 def test_the_same_ids_match_as_they_are():
@@ -40,7 +41,7 @@ def _report(tests, rootdir=None):
     context = {"platform": "cpu", "device_kind": "cpu"}
     if rootdir:
         context["rootdir"] = rootdir
-    return {"version": 2, "context": context, "tests": {k: {"verdict": "ok", "peak": v} for k, v in tests.items()}}
+    return Report(context, {k: Entry(peak=v) for k, v in tests.items()})
 
 
 def test_a_gate_that_compared_nothing_fails_and_a_comparison_without_one_does_not():

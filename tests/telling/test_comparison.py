@@ -1,9 +1,9 @@
 """The text of a comparison and of a report, from reports built by hand (telling.report.build)."""
 
 from pytest_tpumem.decisions.compare import compare, parse_tolerances
+from pytest_tpumem.decisions.entry import Entry
 from pytest_tpumem.telling.comparison import comparison_lines, report_lines
 from pytest_tpumem.telling.report import build
-from pytest_tpumem.telling.report import entry_of as entry
 
 MB = 10**6
 CONTEXT = {
@@ -38,7 +38,7 @@ def leak(growth, threshold=100 * MB, verdict="ok"):
 
 
 def report(tests, **context):
-    return build({nodeid: entry(records, "passed") for nodeid, records in tests.items()}, {**CONTEXT, **context})
+    return build({nodeid: Entry.of(records, "passed") for nodeid, records in tests.items()}, {**CONTEXT, **context})
 
 
 def lines_of(old, new, *tolerances, top=None):

@@ -3,11 +3,12 @@
 import json
 
 from pytest_tpumem.decisions.budget import Budget, BudgetResult
+from pytest_tpumem.decisions.entry import Entry
 from pytest_tpumem.decisions.leak import LeakReport, Series
 from pytest_tpumem.decisions.peak import DevicePeak, PeakReport
 from pytest_tpumem.decisions.verdict import Verdict
 from pytest_tpumem.telling.results import row
-from pytest_tpumem.telling.rows import merge, summary_lines
+from pytest_tpumem.telling.rows import summary_lines
 
 MB = 10**6
 
@@ -23,24 +24,26 @@ def leak_row(growth, threshold=10 * MB):
 
 
 def test_rows_are_plain_json_with_the_verdict_as_text():
-    row = merge([budget_row(40 * MB, 30 * MB), leak_row(16 * MB)])
-    assert json.loads(json.dumps(row)) == row
-    assert row["verdict"] == "leak"  # the worst of over budget and leak
-    assert row["peaks"] == {"cpu:0": 40 * MB} and row["budget"] == 30 * MB and row["growth"] == 16 * MB
+    rows = [budget_row(40 * MB, 30 * MB), leak_row(16 * MB)]
+    assert json.loads(json.dumps(rows)) == rows and [r["verdict"] for r in rows] == ["over budget", "leak"]
+    entry = Entry.of(rows)
+    assert entry.verdict == "leak"  # the worst of over budget and leak
+    assert entry.peaks == {"cpu:0": 40 * MB} and entry.budget == 30 * MB and entry.growth == 16 * MB
+    assert Entry.from_json(json.loads(json.dumps(entry.to_json())), "r.json", "t") == entry  # both ways
 
 
 def test_merge_keeps_the_largest_growth_and_every_peak():
-    row = merge(
+    row = Entry.of(
         [
             leak_row(16 * MB),
             leak_row(2 * MB),
             {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"},
         ]
     )
-    assert row["growth"] == 16 * MB
-    assert row["peaks"] == {"v5e:2x2": 5}
-    both = merge([budget_row(1, 10), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
-    assert both["peaks"] == {"cpu:0": 1, "v5e:2x2": 5} and both["witness"] == "body-end; compiled for v5e:2x2"
+    assert row.growth == 16 * MB
+    assert row.peaks == {"v5e:2x2": 5}
+    both = Entry.of([budget_row(1, 10), {"verdict": "ok", "peaks": {"v5e:2x2": 5}, "witness": "compiled for v5e:2x2"}])
+    assert both.peaks == {"cpu:0": 1, "v5e:2x2": 5} and both.witness == "body-end; compiled for v5e:2x2"
 
 
 def test_verdict_order_is_worst_first():
@@ -58,10 +61,10 @@ def test_verdict_order_is_worst_first():
 
 def test_summary_worst_first_then_closest_to_its_budget():
     rows = {
-        "t.py::test_ok_far": merge([budget_row(10 * MB, 100 * MB)]),
-        "t.py::test_ok_close": merge([budget_row(90 * MB, 100 * MB)]),
-        "t.py::test_over": merge([budget_row(40 * MB, 30 * MB)]),
-        "t.py::test_leak": merge([budget_row(1, None), leak_row(16 * MB)]),
+        "t.py::test_ok_far": Entry.of([budget_row(10 * MB, 100 * MB)]),
+        "t.py::test_ok_close": Entry.of([budget_row(90 * MB, 100 * MB)]),
+        "t.py::test_over": Entry.of([budget_row(40 * MB, 30 * MB)]),
+        "t.py::test_leak": Entry.of([budget_row(1, None), leak_row(16 * MB)]),
     }
     lines = summary_lines(rows, top=20, quiet=False)
     assert lines[0].split() == ["verdict", "peak", "per", "device", "budget", "growth/iter", "source", "test"]
@@ -75,7 +78,7 @@ def test_summary_worst_first_then_closest_to_its_budget():
 
 
 def test_summary_quiet_top_and_tests_skipped_without_libtpu():
-    rows = {f"t.py::test_{i}": merge([budget_row(i * MB, 5 * MB)]) for i in range(1, 9)}
+    rows = {f"t.py::test_{i}": Entry.of([budget_row(i * MB, 5 * MB)]) for i in range(1, 9)}
     quiet = summary_lines(rows, top=20, quiet=True, skipped_without_libtpu=2)
     assert len(quiet) == 1 + 3 + 1  # the header row, the three over budget, the totals
     assert (

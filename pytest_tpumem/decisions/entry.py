@@ -1,0 +1,359 @@
+"""The wire format: a test's entry (its checks added up to the figures a gate compares) and the
+report of a run, as typed data with ``to_json`` / ``from_json``.
+
+``Entry.of`` adds up the records a test's checks left (telling.results.row: one JSON object per
+check, carried by pytest-xdist in ``user_properties``): the worst verdict, every device's peak,
+the largest peak and growth. The summary, the JSON report, the baseline comparison, merge and the
+CLI all read entries; ``Report.from_json`` is the one reader of a report file's data, and checks
+it against docs/report-schema.md (a ReportError names the first thing wrong). A check's own record
+stays a JSON object under ``checks``: its details (series, sites, devices) are for a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import ReportError
+from ..units import MAX_SIZE, shown_value
+from .verdict import Verdict, rank_of
+
+SCHEMA = "pytest-tpumem-report"
+VERSION = 2  # 2: peaks and growth from deterministic readings (witness "program", no "sampler"; series "confirmation")
+
+# What a report's values may be: each reader (the summary, show, compare, merge) relies on these.
+_TEXT, _INT, _BOOL, _OBJECT, _LIST = "text", "a whole number", "true or false", "an object", "a list"
+_CONTEXT: dict[str, tuple[str, bool]] = {  # key: (kind, null allowed)
+    "started": (_TEXT, True),
+    "finished": (_TEXT, True),
+    "hostname": (_TEXT, True),
+    "pid": (_INT, True),
+    "platform": (_TEXT, True),
+    "device_kind": (_TEXT, True),
+    "devices": (_LIST, True),
+    "device_count": (_INT, True),
+    "bytes_limit": (_INT, True),
+    "stand_in": (_BOOL, True),
+    "process_index": (_INT, True),
+    "process_count": (_INT, True),
+    "merged_from": (_INT, True),
+    "xdist_workers": (_INT, True),
+    "versions": (_OBJECT, True),
+    "env": (_OBJECT, True),
+    "git": (_OBJECT, True),
+    "rootdir": (_TEXT, True),
+    "settings": (_OBJECT, True),
+}
+_ENTRY: dict[str, tuple[str, bool]] = {
+    "outcome": (_TEXT, False),
+    "verdict": (_TEXT, False),
+    "peak": (_INT, True),
+    "peaks": (_OBJECT, False),
+    "budget": (_INT, True),
+    "witness": (_TEXT, False),
+    "growth": (_INT, True),
+    "threshold": (_INT, True),
+    "growth_source": (_TEXT, False),
+    "stand_in": (_BOOL, False),
+    "host_peak": (_INT, True),
+    "checks": (_LIST, False),
+}
+_SIZES = ("peak", "growth", "budget", "threshold", "host_peak")
+_SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
+
+
+def _kind_ok(value: Any, kind: str) -> bool:
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _OBJECT:
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def _bytes_ok(value: Any, signed: bool = False) -> bool:
+    return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
+
+
+def _typed(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], what: str, where: str) -> None:
+    for key, (kind, nullable) in spec.items():
+        if key not in obj or (obj[key] is None and nullable):
+            continue
+        if not _kind_ok(obj[key], kind):
+            raise ReportError(f'{where}: {what} "{key}" is {shown_value(obj[key])}, not {kind}')
+
+
+def _merged_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Several records of one test (its budget, its target, a marker and fixture calls) as one:
+    the worst verdict, the peaks of every device and target, the first budget, every witness, and
+    the largest growth with its threshold and source."""
+    out: dict[str, Any] = {}
+    for r in records:
+        verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=rank_of)
+        if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
+            r = {k: v for k, v in r.items() if not k.startswith("growth")}
+        for key, value in r.items():
+            if value is None:
+                continue
+            if key in ("peaks", "devices"):
+                out[key] = {**out.get(key, {}), **value}
+            elif key == "witness" and out.get("witness") and value not in out["witness"]:
+                out["witness"] = f"{out['witness']}; {value}"
+            elif key == "budget":
+                out.setdefault("budget", value)
+            else:
+                out[key] = value
+        out["verdict"] = verdict
+    return out
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One test's figures: the worst verdict of its checks, its peak per device and the largest
+    (``peak``), its budget, the witness, its growth per iteration (the largest) with the threshold
+    and the series it was read from, and every check's record."""
+
+    verdict: Verdict = Verdict.OK
+    outcome: str = ""  # pytest's: "passed", "failed", "skipped"; "" where not known
+    peak: int | None = None
+    peaks: dict[str, int] = field(default_factory=dict)
+    budget: int | None = None
+    witness: str = ""
+    growth: int | None = None
+    threshold: int | None = None
+    growth_source: str = ""
+    stand_in: bool = False  # live arrays stood in for device memory (CPU)
+    host_peak: int | None = None
+    checks: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, written back as read
+
+    @classmethod
+    def of(cls, records: Iterable[dict[str, Any]], outcome: str = "") -> Entry:
+        """The entry of a test whose checks left ``records`` (telling.results.row)."""
+        records = list(records)
+        merged = _merged_records(records)
+        peaks = merged.get("peaks") or {}
+        return cls(
+            verdict=Verdict(merged.get("verdict", "ok")),
+            outcome=outcome,
+            peak=max(peaks.values()) if peaks else None,
+            peaks=dict(peaks),
+            budget=merged.get("budget"),
+            witness=merged.get("witness", ""),
+            growth=merged.get("growth"),
+            threshold=merged.get("threshold"),
+            growth_source=merged.get("growth_source", ""),
+            stand_in=bool(merged.get("stand_in", False)),
+            host_peak=merged.get("host_peak"),
+            checks=tuple(records),
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.failed
+
+    @property
+    def comparable(self) -> bool:
+        """Its figures can judge a later run: the test did not fail here (a failed test's figures stop where it failed)."""
+        return self.outcome != "failed"
+
+    def figure(self, name: str) -> int | None:
+        """``peak`` or ``growth``."""
+        return self.peak if name == "peak" else self.growth if name == "growth" else None
+
+    def worst_first(self) -> tuple[int, float, int]:
+        """Sort key: the worst verdict first, then the closest to its budget or threshold, then the largest peak."""
+        peak = max(self.peaks.values(), default=0)
+        ratio = peak / self.budget if self.budget else 0.0
+        growth_ratio = (self.growth or 0) / self.threshold if self.threshold else 0.0
+        return (self.verdict.rank, -max(ratio, growth_ratio), -peak)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "verdict": self.verdict.value,
+            "peak": self.peak,
+            "peaks": dict(self.peaks),
+            "budget": self.budget,
+            "witness": self.witness,
+            "growth": self.growth,
+            "threshold": self.threshold,
+            "growth_source": self.growth_source,
+            "stand_in": self.stand_in,
+            "host_peak": self.host_peak,
+            "checks": [dict(c) for c in self.checks],
+            **self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str, nodeid: str) -> Entry:
+        """An entry read from a report; ReportError naming ``where`` and the test where it is not one."""
+        name = f"test {shown_value(nodeid)}:"
+        if not isinstance(obj, dict):
+            raise ReportError(f"{where}: {name} not an object")
+        if not isinstance(obj.get("verdict"), str):
+            raise ReportError(f'{where}: {name} "verdict" is missing or not text')
+        verdicts = {v.value for v in Verdict}
+        if obj["verdict"] not in verdicts:
+            raise ReportError(
+                f'{where}: {name} "verdict" is {shown_value(obj["verdict"])}, not one of {", ".join(sorted(verdicts))}'
+            )
+        for key in _SIZES:
+            value = obj.get(key)
+            if value is not None and (not _kind_ok(value, _INT) or not _bytes_ok(value, key in _SIGNED)):
+                raise ReportError(
+                    f'{where}: {name} "{key}" is {shown_value(value)}, not bytes as a whole number from '
+                    f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1"
+                )
+        _typed(obj, _ENTRY, name, where)
+        peaks = obj.get("peaks", {})
+        if not all(_kind_ok(v, _INT) and _bytes_ok(v) for v in peaks.values()):
+            raise ReportError(f'{where}: {name} "peaks" is not an object of whole numbers of bytes')
+        checks = obj.get("checks", [])
+        if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
+            raise ReportError(f'{where}: {name} "checks" is not a list of objects')
+        return cls(
+            verdict=Verdict(obj["verdict"]),
+            outcome=obj.get("outcome", ""),
+            peak=obj.get("peak"),
+            peaks=dict(peaks),
+            budget=obj.get("budget"),
+            witness=obj.get("witness", ""),
+            growth=obj.get("growth"),
+            threshold=obj.get("threshold"),
+            growth_source=obj.get("growth_source", ""),
+            stand_in=obj.get("stand_in", False),
+            host_peak=obj.get("host_peak"),
+            checks=tuple(checks),
+            extra={k: v for k, v in obj.items() if k not in _ENTRY},
+        )
+
+
+def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
+    """One test's entries from several processes (process index, entry) as one: the worst verdict
+    and outcome, the largest peak, growth and host peak, every device's peak (a label two processes
+    both use, such as each host's ``cpu:0``, named with the process: ``p1:cpu:0``), and every
+    check, each marked with the process it came from."""
+    if len(entries) == 1:
+        return entries[0][1]
+    peaks: dict[str, int] = {}
+    owner: dict[str, int] = {}
+    for process, entry in entries:
+        for label, value in entry.peaks.items():
+            if label in owner and owner[label] != process:
+                label = f"p{process}:{label}"
+            owner.setdefault(label, process)
+            peaks[label] = max(value, peaks.get(label, value))
+
+    def largest(values: Iterable[int | None]) -> int | None:
+        return max((v for v in values if v is not None), default=None)
+
+    return replace(
+        entries[0][1],
+        outcome=_worst_outcome(e.outcome for _, e in entries),
+        verdict=Verdict.worst([e.verdict for _, e in entries]),
+        peak=largest(e.peak for _, e in entries),
+        peaks=peaks,
+        growth=largest(e.growth for _, e in entries),
+        host_peak=largest(e.host_peak for _, e in entries),
+        checks=tuple({**c, "process_index": process} for process, e in entries for c in e.checks),
+    )
+
+
+def _worst_outcome(outcomes: Iterable[str]) -> str:
+    order = ("failed", "passed", "skipped", "")
+    return min(outcomes, key=lambda o: order.index(o) if o in order else len(order), default="")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A run's report: its context (where and how it ran: docs/report-schema.md), every measured
+    test's entry by test id, and the contexts of the processes it was merged from."""
+
+    context: dict[str, Any]
+    tests: dict[str, Entry]
+    processes: tuple[dict[str, Any], ...] = ()
+    version: int = VERSION
+
+    @property
+    def measured(self) -> int:
+        return len(self.tests)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for e in self.tests.values() if e.failed)
+
+    @property
+    def rootdir(self) -> str:
+        return str(self.context.get("rootdir") or "")
+
+    def to_json(self) -> dict[str, Any]:
+        ordered = dict(sorted(self.tests.items()))
+        out: dict[str, Any] = {
+            "schema": SCHEMA,
+            "version": self.version,
+            "context": self.context,
+            "summary": {"measured": len(ordered), "failed": self.failed},
+            "tests": {nodeid: e.to_json() for nodeid, e in ordered.items()},
+        }
+        if self.processes:
+            out["processes"] = list(self.processes)
+        return out
+
+    @classmethod
+    def from_json(cls, report: Any, where: str) -> Report:
+        """A report's data read back (the JSON of a file); ReportError naming ``where`` and the
+        first thing that is wrong: every key a reader of the project uses has the type
+        docs/report-schema.md gives it, and every size fits in 2^63 bytes."""
+
+        def bad(what: str) -> ReportError:
+            return ReportError(f"{where}: {what}")
+
+        if not isinstance(report, dict) or report.get("schema") != SCHEMA:
+            raise bad(f'not a pytest-tpumem report (no "schema": "{SCHEMA}")')
+        version = report.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise bad(f"version {shown_value(version)} is not a whole number")
+        if version > VERSION:
+            raise bad(
+                f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem"
+            )
+        context = report.get("context")
+        if not isinstance(context, dict):
+            raise bad('"context" is missing or not an object')
+        processes = report.get("processes", [])
+        if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+            raise bad('"processes" is not a list of objects')
+        for i, c in enumerate([context, *processes]):
+            _check_context(c, "context" if i == 0 else f"processes[{i - 1}]", where)
+        tests = report.get("tests")
+        if not isinstance(tests, dict):
+            raise bad('"tests" is missing or not an object')
+        entries = {nodeid: Entry.from_json(entry, where, nodeid) for nodeid, entry in tests.items()}
+        return cls(context, entries, tuple(processes), version)
+
+
+def _check_context(c: dict[str, Any], what: str, where: str) -> None:
+    def bad(text: str) -> ReportError:
+        return ReportError(f"{where}: {what} {text}")
+
+    _typed(c, _CONTEXT, what, where)
+    if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
+        raise bad('"devices" is not a list of text')
+    for key in ("versions", "env"):
+        if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
+            raise bad(f'"{key}" is not an object of text')
+    git = c.get("git")
+    if isinstance(git, dict) and (
+        not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
+    ):
+        raise bad('"git" is not {"commit": text, "dirty": true, false or null}')
+    if isinstance(c.get("bytes_limit"), int) and not _bytes_ok(c["bytes_limit"]):
+        raise bad(f'"bytes_limit" is {shown_value(c["bytes_limit"])}, not bytes from 0 to 2^63-1')
+    for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
+        if isinstance(c.get(key), int) and not 0 <= c[key] <= 2**31:
+            raise bad(f'"{key}" is {shown_value(c[key])}, out of range')

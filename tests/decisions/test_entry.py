@@ -1,0 +1,51 @@
+"""The wire format as data: a test's entry and a report, both ways through JSON, and the keys a
+newer writer may add kept rather than lost."""
+
+import json
+
+import pytest
+
+from pytest_tpumem.decisions.entry import Entry, Report, merged_entries
+from pytest_tpumem.decisions.verdict import Verdict
+from pytest_tpumem.errors import ReportError
+
+MB = 10**6
+
+
+def test_an_entry_of_the_least_a_report_may_hold_reads_with_its_defaults():
+    e = Entry.from_json({"verdict": "leak"}, "r.json", "t.py::a")
+    assert e == Entry(verdict=Verdict.LEAK) and e.peak is None and e.peaks == {} and e.checks == ()
+
+
+def test_a_report_goes_through_json_and_back_unchanged_with_a_key_it_does_not_know():
+    entry = Entry.of([{"check": "budget", "verdict": "ok", "peaks": {"cpu:0": 3 * MB}, "budget": 4 * MB}], "passed")
+    data = Report({"platform": "cpu"}, {"t.py::a": entry}).to_json()
+    data["tests"]["t.py::a"]["residue"] = 7  # added by a newer pytest-tpumem within the version
+    again = Report.from_json(json.loads(json.dumps(data)), "r.json")
+    assert again.tests["t.py::a"].peak == 3 * MB and again.tests["t.py::a"].extra == {"residue": 7}
+    assert again.to_json() == data and data["summary"] == {"measured": 1, "failed": 0}
+
+
+def test_merged_entries_keep_the_worst_and_the_largest_and_name_a_shared_device_by_process():
+    a = Entry(Verdict.OK, "passed", 5, {"cpu:0": 5}, growth=1)
+    b = Entry(Verdict.LEAK, "failed", 3, {"cpu:0": 3}, growth=9)
+    m = merged_entries([(0, a), (1, b)])
+    assert (m.verdict, m.outcome, m.peak, m.growth) == (Verdict.LEAK, "failed", 5, 9)
+    assert m.peaks == {"cpu:0": 5, "p1:cpu:0": 3}
+
+
+@pytest.mark.parametrize(
+    "entry, says",
+    [
+        ({}, '"verdict" is missing or not text'),
+        ({"verdict": "fine"}, "\"verdict\" is 'fine', not one of"),
+        ({"verdict": "ok", "peak": -1}, '"peak" is -1, not bytes as a whole number from 0 to 2^63-1'),
+        ({"verdict": "ok", "growth": -(2**63)}, "from -2^63+1 to 2^63-1"),
+        ({"verdict": "ok", "peaks": {"cpu:0": "1"}}, '"peaks" is not an object of whole numbers of bytes'),
+        ({"verdict": "ok", "stand_in": 1}, '"stand_in" is 1, not true or false'),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_the_file_the_test_and_the_key(entry, says):
+    with pytest.raises(ReportError) as e:
+        Entry.from_json(entry, "r.json", "t.py::a")
+    assert str(e.value).startswith("r.json: test 't.py::a':") and says in str(e.value)
