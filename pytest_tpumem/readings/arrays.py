@@ -7,6 +7,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from . import jaxcompat
 from .devices import device_label, shard_bytes
 from .frames import Frame, user_frame
 
@@ -88,6 +89,6 @@ def describe(array: Any) -> ArrayInfo | None:
             nbytes = sum(s.data.nbytes for s in array.addressable_shards)
         dtype = str(array.dtype)
         shape = f"{_SHORT_DTYPES.get(dtype, dtype)}[{','.join(map(str, array.shape))}]"
-        return ArrayInfo(nbytes, devices, shape, user_frame(array.traceback))
+        return ArrayInfo(nbytes, devices, shape, user_frame(jaxcompat.recorded_traceback(array)))
     except Exception:
         return None

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import inspect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -81,7 +79,7 @@ class CapturedProgram:
 
     @property
     def _debug_info(self) -> Any:
-        return getattr(getattr(self.jaxpr, "jaxpr", self.jaxpr), "debug_info", None)
+        return jaxcompat.debug_info(self.jaxpr)
 
 
 @contextlib.contextmanager
@@ -103,24 +101,6 @@ def _nbytes(aval: Any) -> int:
         return math.prod(aval.shape) * aval.dtype.itemsize
     except Exception:
         return 0
-
-
-def _abstract_consts(jaxpr: Any) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
-    """The program with its constants reduced to their types and placements, so that recording
-    it keeps no array alive (a closed-over array must be freed when the test drops it)."""
-    import jax
-
-    consts = list(getattr(jaxpr, "consts", ()))
-    specs = []
-    for c in consts:
-        committed = isinstance(c, jax.Array) and jaxcompat.committed(c)
-        specs.append((jax.typeof(c), c.sharding if committed else None))
-    inner = getattr(jaxpr, "jaxpr", jaxpr)
-    if inner is not jaxpr:  # jax 0.10: a ClosedJaxpr around an open Jaxpr that holds no values
-        return inner, tuple(specs)
-    # jax 0.11: the Jaxpr carries its consts (their count is its number of constvars): keep the count
-    placeholders = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a, _ in specs]
-    return jaxpr.replace(consts=placeholders), tuple(specs)
 
 
 def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, int]:
@@ -146,64 +126,63 @@ class ProgramCapture:
         yet. ``devices``: where the other arrays in use are read (default: every local device)."""
         import os
 
-        pjit, original = jaxcompat.lowering_entry()
+        jaxcompat.lowering_available()
         # The hook's frame, and the compiles for a target, are tpumem's: never a program's source line.
         jaxcompat.exclude_from_source_lines(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.devices = device_readings.local_devices() if devices is None else list(devices)
         self.programs: list[CapturedProgram] = []
         self.errors: list[str] = []  # recordings that failed; reported, never raised into the test
         self._seen: set[Any] = set()
-        self._module, self._original = pjit, original
-        self._signature = inspect.signature(original)
-        self._installed = False
+        self._undo: Any = None
 
     def __enter__(self) -> ProgramCapture:
-        original, signature, capture = self._original, self._signature, self
-
-        @functools.wraps(original)  # a capture inside this one reads the lowering's signature through it
-        def recording(*args: Any, **kwargs: Any) -> Any:
+        def record(lowering: jaxcompat.Lowering) -> None:
             if not _OWN.get():
                 try:
-                    capture._record(signature.bind(*args, **kwargs).arguments)
+                    self._record(lowering)
                 except Exception as e:  # never break the user's program: it is reported at judgement
-                    capture.errors.append(f"a program could not be recorded: {type(e).__name__}: {e}")
-            return original(*args, **kwargs)
+                    self.errors.append(f"a program could not be recorded: {type(e).__name__}: {e}")
 
-        jaxcompat.install_lowering(self._module, recording)
-        self._installed = True
+        self._undo = jaxcompat.patch_lowering(record)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            jaxcompat.install_lowering(self._module, self._original)
-            self._installed = False
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
 
-    def _record(self, bound: dict[str, Any]) -> None:
+    def _record(self, lowering: jaxcompat.Lowering) -> None:
         import jax
 
-        if bound.get("lowering_platforms"):
+        if lowering.for_platforms:
             return  # lowered for named platforms (jax.export and the like): not a program this test runs here
-        metas = tuple(bound["args"])
-        in_shardings = tuple(bound.get("in_shardings") or (None,) * len(metas))
+        metas = lowering.args
         avals = tuple(m.aval for m in metas)
         shardings = tuple(
             s if _specified(s) else (m.sharding if getattr(m, "committed", True) else None)
-            for s, m in zip(in_shardings, metas)
+            for s, m in zip(lowering.in_shardings, metas)
         )
-        jaxpr, consts = _abstract_consts(bound["jaxpr"])
-        name = str(bound.get("name") or "program")
+
+        def spec(c: Any) -> tuple[Any, Any]:
+            """A constant as its type and placement, so that recording it keeps no array alive (a
+            closed-over array must be freed when the test drops it)."""
+            committed = isinstance(c, jax.Array) and jaxcompat.committed(c)
+            return (jax.typeof(c), c.sharding if committed else None)
+
+        jaxpr, consts = jaxcompat.abstract_program(lowering.jaxpr, spec)
+        name = lowering.name
         program = CapturedProgram(
             name=name,
             jaxpr=jaxpr,
             consts=consts,
             avals=avals,
             shardings=shardings,
-            out_shardings=tuple(bound.get("out_shardings") or ()),
-            donated=tuple(bool(d) for d in bound.get("donated_invars") or (False,) * len(metas)),
-            keep_unused=bool(bound.get("keep_unused", False)),
+            out_shardings=lowering.out_shardings,
+            donated=lowering.donated,
+            keep_unused=lowering.keep_unused,
             resident=0,
             x64=bool(jax.config.read("jax_enable_x64")),
-            ctx_mesh=bound.get("ctx_mesh"),
+            ctx_mesh=lowering.ctx_mesh,
             traceback=jaxcompat.current_traceback(),
         )
         # The same program lowered again (a leak check's next iteration, a loop over jit(lambda))

@@ -161,9 +161,8 @@ def _shard_addresses(arr: Any, labels: tuple[str, ...]) -> list[tuple[str, int |
     """(device label, buffer address or None) of each addressable shard of a sharded array."""
     try:
         out = []
-        for single in arr._arrays:  # one single-device array per addressable shard
-            (dev,) = single.sharding.addressable_devices
-            out.append((device_label(dev), single.unsafe_buffer_pointer()))
+        for shard in arr.addressable_shards:
+            out.append((device_label(shard.device), shard.data.unsafe_buffer_pointer()))
         return out
     except Exception:
         return [(label, None) for label in labels]

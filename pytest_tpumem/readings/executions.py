@@ -136,7 +136,7 @@ class ExecutionWatch:
 
 _lock = threading.Lock()
 _active: list[ExecutionWatch] = []
-_saved: dict[str, Any] = {}
+_undo: list[Callable[[], None]] = []  # while a watch is active: what puts jax's functions back
 _needs: weakref.WeakKeyDictionary[Any, Need | None] = weakref.WeakKeyDictionary()
 
 
@@ -210,27 +210,13 @@ def _stop(watch: ExecutionWatch) -> None:
     with _lock:
         if watch in _active:
             _active.remove(watch)
-        if not _active and _saved:
+        if not _active and _undo:
             _uninstall()
 
 
 def _install() -> None:
-    pjit, pxla, dispatch, clear = jaxcompat.execution_hooks()
-    _saved.update(
-        fastpath=pjit._get_fastpath_data,
-        execute=pxla.ExecuteReplicated.__call__,
-        transfer=dispatch._batched_device_put_impl,
-        modules=(pjit, pxla, dispatch, clear),
-    )
-    pjit._get_fastpath_data = lambda *args, **kwargs: None
-    pxla.ExecuteReplicated.__call__ = _executing(_saved["execute"])
-    dispatch._batched_device_put_impl = _transferring(_saved["transfer"])
-    clear()  # calls cached in C++ before now reach Python again
+    _undo.append(jaxcompat.patch_program_runs(_executing, _transferring))
 
 
 def _uninstall() -> None:
-    pjit, pxla, dispatch, clear = _saved.pop("modules")
-    pjit._get_fastpath_data = _saved.pop("fastpath")
-    pxla.ExecuteReplicated.__call__ = _saved.pop("execute")
-    dispatch._batched_device_put_impl = _saved.pop("transfer")
-    clear()  # the calls made meanwhile were kept on the slow path: cached in C++ anew from the next call
+    _undo.pop()()

@@ -11,9 +11,11 @@ measured test has run, after the suite configured jax).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 COMPILED_PROGRAMS = "compiled programs"  # Client.live_executables(): programs compiled during a test
@@ -124,6 +126,25 @@ def distributed_process() -> tuple[int, int] | None:
         return None
 
 
+# --- patching ------------------------------------------------------------------------------------
+
+
+def patch(owner: Any, name: str, replacement: Callable[..., Any]) -> Callable[[], None]:
+    """Put ``replacement`` (made to look like the original with functools.wraps) in place of
+    ``owner.name``; returns the function that puts the original back. It does so only where ours
+    is still in place (as chex restores its patches): a wrapper someone installed over ours since
+    is left alone, and ours, inside it, then passes every call through to the original."""
+    original = getattr(owner, name)
+    ours = functools.wraps(original)(replacement)
+    setattr(owner, name, ours)
+
+    def restore() -> None:
+        if getattr(owner, name) is ours:
+            setattr(owner, name, original)
+
+    return restore
+
+
 # --- compiled programs ---------------------------------------------------------------------------
 
 
@@ -141,10 +162,14 @@ def live_executables(client: Any) -> list[Any] | None:
 # --- program runs --------------------------------------------------------------------------------
 
 
-def execution_hooks() -> tuple[Any, Any, Any, Callable[[], None]]:
-    """(pjit, pxla, dispatch, clear): the modules whose functions readings.executions wraps, and
-    the call that empties jax's C++ dispatch caches (compiled programs stay in its Python caches).
-    Unavailable where this jax lacks one of them."""
+def patch_program_runs(
+    executing: Callable[[Callable[..., Any]], Callable[..., Any]],
+    transferring: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> Callable[[], None]:
+    """Every program run (``ExecuteReplicated.__call__``) goes through ``executing(original)``,
+    every transfer (device_put's implementation) through ``transferring(original)``, and jit's
+    C++ fast path is off, so that a call cached in C++ reaches Python too. Returns the function
+    that undoes it. Unavailable where this jax lacks one of them."""
     reason = _missing(PROGRAM_RUNS)
     if reason is not None:
         raise Unavailable(f"{PROGRAM_RUNS} unavailable: {reason}")
@@ -153,6 +178,7 @@ def execution_hooks() -> tuple[Any, Any, Any, Callable[[], None]]:
     from jax._src.lib import _jax
 
     def clear() -> None:
+        """Empty jax's C++ dispatch caches (compiled programs stay in its Python caches)."""
         for cache in (
             getattr(pjit, "_cpp_pjit_cache_fun_only", None),
             getattr(pjit, "_cpp_pjit_cache_explicit_attributes", None),
@@ -161,28 +187,109 @@ def execution_hooks() -> tuple[Any, Any, Any, Callable[[], None]]:
                 cache.clear()
         _jax.PjitFunctionCache.clear_all()
 
-    return pjit, pxla, dispatch, clear
+    restores = [
+        patch(pjit, "_get_fastpath_data", lambda *args, **kwargs: None),
+        patch(pxla.ExecuteReplicated, "__call__", executing(pxla.ExecuteReplicated.__call__)),
+        patch(dispatch, "_batched_device_put_impl", transferring(dispatch._batched_device_put_impl)),
+    ]
+    clear()  # calls cached in C++ before now reach Python again
+
+    def undo() -> None:
+        for restore in reversed(restores):
+            restore()
+        clear()  # the calls made meanwhile were kept on the slow path: cached in C++ anew from the next call
+
+    return undo
 
 
 # --- program capture -----------------------------------------------------------------------------
 
 
-def lowering_entry() -> tuple[Any, Callable[..., Any]]:
-    """(module, function) of the point where jax lowers every program it compiles; Unavailable
-    where this jax has none."""
+@dataclass(frozen=True)
+class Lowering:
+    """What jax's lowering entry (``pjit._resolve_and_lower``) was given, read by its parameters' names."""
+
+    name: str
+    args: tuple[Any, ...]  # per argument, its metadata: ``.aval`` and ``.sharding`` (``.committed`` where jax has it)
+    in_shardings: tuple[Any, ...]  # per argument: the jit's in_sharding, or None
+    out_shardings: tuple[Any, ...]
+    donated: tuple[bool, ...]
+    keep_unused: bool
+    jaxpr: Any  # the traced program: jax 0.10's ClosedJaxpr, or 0.11's Jaxpr that carries its consts
+    ctx_mesh: Any  # the mesh in context, or None
+    for_platforms: bool  # lowered for named platforms (jax.export and the like), not to run here
+
+
+def lowering_available() -> None:
+    """Unavailable where this jax has no lowering entry to catch programs at."""
     reason = _missing(PROGRAM_CAPTURE)
     if reason is not None:
         raise Unavailable(
             f"{PROGRAM_CAPTURE} unavailable: {reason}, where tpumem catches the programs a test runs; "
             "judge them with the hbm_estimate fixture instead"
         )
+
+
+def patch_lowering(record: Callable[[Lowering], None]) -> Callable[[], None]:
+    """Calls ``record`` with every program jax lowers (before it lowers it) and returns the function
+    that undoes it; Unavailable where this jax has no lowering entry. ``record`` must not raise."""
+    import inspect
+
+    lowering_available()
     from jax._src import pjit
 
-    return pjit, pjit._resolve_and_lower
+    original = pjit._resolve_and_lower
+    signature = inspect.signature(original)
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs).arguments
+        metas = tuple(bound["args"])
+        record(
+            Lowering(
+                name=str(bound.get("name") or "program"),
+                args=metas,
+                in_shardings=tuple(bound.get("in_shardings") or (None,) * len(metas)),
+                out_shardings=tuple(bound.get("out_shardings") or ()),
+                donated=tuple(bool(d) for d in bound.get("donated_invars") or (False,) * len(metas)),
+                keep_unused=bool(bound.get("keep_unused", False)),
+                jaxpr=bound["jaxpr"],
+                ctx_mesh=bound.get("ctx_mesh"),
+                for_platforms=bool(bound.get("lowering_platforms")),
+            )
+        )
+        return original(*args, **kwargs)
+
+    return patch(pjit, "_resolve_and_lower", recording)
 
 
-def install_lowering(module: Any, function: Callable[..., Any]) -> None:
-    module._resolve_and_lower = function
+def abstract_program(jaxpr: Any, spec: Callable[[Any], Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The program without its constants' values, and ``spec(c)`` of each constant: jax 0.10's open
+    Jaxpr inside the ClosedJaxpr (it holds no values), or 0.11's Jaxpr with a ShapeDtypeStruct in
+    place of each constant (their count is its number of constvars)."""
+    import jax
+
+    consts = list(getattr(jaxpr, "consts", ()))
+    specs = tuple(spec(c) for c in consts)
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    if inner is not jaxpr:
+        return inner, specs
+    avals = [jax.typeof(c) for c in consts]
+    placeholders = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    return jaxpr.replace(consts=placeholders), specs
+
+
+def debug_info(jaxpr: Any) -> Any:
+    """The traced function's debug info (``func_src_info``, ``arg_names``), or None."""
+    return getattr(getattr(jaxpr, "jaxpr", jaxpr), "debug_info", None)
+
+
+def recorded_traceback(made: Any) -> Any:
+    """The stack jax recorded when it made an array or compiled an executable (their
+    ``traceback``), or None where it recorded none."""
+    try:
+        return made.traceback
+    except Exception:
+        return None
 
 
 def committed(array: Any) -> bool:

@@ -61,7 +61,7 @@ def compiled_since(devices: list[Any], before: list[Any] | None) -> list[Program
         if id(exe) in known:
             continue
         try:
-            out.append(ProgramMade(program_name(exe), user_frame(getattr(exe, "traceback", None))))
+            out.append(ProgramMade(program_name(exe), user_frame(jaxcompat.recorded_traceback(exe))))
         except Exception:
             out.append(ProgramMade("?", None))
     return out
@@ -80,7 +80,7 @@ def count_by_site(executables: list[Any]) -> dict[Any, int]:
     out: dict[Any, int] = {}
     for exe in executables:
         try:
-            site = user_frame(getattr(exe, "traceback", None))
+            site = user_frame(jaxcompat.recorded_traceback(exe))
         except Exception:
             site = None
         out[site] = out.get(site, 0) + 1

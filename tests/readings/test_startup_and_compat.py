@@ -131,3 +131,33 @@ def test_a_watch_leaves_jax_as_it_found_it(monkeypatch):
     tracker.stop()
     assert (pjit._get_fastpath_data, pxla.ExecuteReplicated.__call__, dispatch._batched_device_put_impl) == originals
     assert calls_from_python() <= 1  # cached in C++ again from its first call
+
+
+def test_a_wrapper_installed_over_the_watch_is_left_in_place_and_still_works():
+    """Patched as chex patches: the watch's wrappers look like jax's functions (functools.wraps),
+    and where something wrapped over one of them meanwhile, ending the watch leaves that wrapper
+    alone (it would otherwise be dropped) while the watch's own, inside it, passes calls through."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import dispatch
+
+    from pytest_tpumem.checks import PeakTracker
+
+    original = dispatch._batched_device_put_impl
+    tracker = PeakTracker(sample_interval=0).start()
+    ours = dispatch._batched_device_put_impl
+    assert ours is not original and ours.__wrapped__ is original and ours.__name__ == original.__name__
+    seen = []
+
+    def theirs(*args, **kwargs):
+        seen.append(1)
+        return ours(*args, **kwargs)
+
+    dispatch._batched_device_put_impl = theirs
+    try:
+        tracker.stop()
+        assert dispatch._batched_device_put_impl is theirs
+        assert jax.device_put(jnp.ones(3)).tolist() == [1.0, 1.0, 1.0]
+        assert seen  # their wrapper still runs, and through ours, the original
+    finally:
+        dispatch._batched_device_put_impl = original
