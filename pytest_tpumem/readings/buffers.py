@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .frames import short_path
@@ -195,7 +195,22 @@ def hlo_buffers(module_text: str) -> tuple[Buffer, ...]:
             narrow = [dtypes.get(o.strip().lstrip("%")) for o in operands.split(",")]
             converted = next((d for d in narrow if d in _NARROW), "")
         out.append(Buffer(size, f"{dtype}[{dims}]", kind, name, op[1] if op else "", where, converted))
-    return tuple(out)
+    outputs = _root_tuple(lines[start + 1 :])  # a program with several results returns them in a tuple
+    return tuple(replace(b, kind="output") if b.instruction in outputs else b for b in out)
+
+
+_ROOT_TUPLE = re.compile(r"^\s*ROOT\s+%\S+ = \(.*\) tuple\((.*?)\)")
+
+
+def _root_tuple(lines: list[str]) -> set[str]:
+    """The instructions the entry computation's root tuple returns (its results), {} where its root is not a tuple."""
+    for line in lines:
+        if line.startswith("}"):
+            break
+        m = _ROOT_TUPLE.match(line)
+        if m:
+            return {o.strip().lstrip("%") for o in m[1].split(",")}
+    return set()
 
 
 def dtype_bytes(dtype: str) -> int:
