@@ -11,3 +11,64 @@ import jax.numpy  # noqa: F401
 import optax  # noqa: F401
 
 collect_ignore = ["planted"]  # suites run inside pytester by test_leaks.py
+
+
+import pytest  # noqa: E402
+
+from pytest_tpumem.decisions.entry import Entry, Report  # noqa: E402
+
+MB = 10**6
+
+
+class Wire:
+    """Check records and reports as the plugin writes them, built by hand for tests of what reads
+    them (the summary, compare, show, merge): the ``wire`` fixture."""
+
+    @staticmethod
+    def context(**kw):
+        """A report's context: one CPU process, started at a fixed time; ``kw`` adds or replaces keys."""
+        return {
+            "platform": "cpu",
+            "device_kind": "cpu",
+            "device_count": 1,
+            "process_index": 0,
+            "process_count": 1,
+            "started": "2025-05-01T10:00:00+00:00",
+            "hostname": "h",
+            "pid": 1,
+            **kw,
+        }
+
+    @staticmethod
+    def peak(n, device="cpu:0", budget=None, verdict="ok"):
+        """A budget's record (a peak's, without a budget), its peak ``n`` bytes on ``device``."""
+        return {
+            "check": "budget" if budget else "peak",
+            "verdict": verdict,
+            "budget": budget,
+            "peaks": {device: n},
+            "witness": "body-end",
+        }
+
+    @staticmethod
+    def leak(growth, threshold=100 * MB, verdict="ok"):
+        """A leak check's record: ``growth`` bytes per iteration on cpu:0's live arrays."""
+        return {
+            "check": "leak",
+            "verdict": verdict,
+            "growth": growth,
+            "threshold": threshold,
+            "growth_source": "cpu:0 live arrays",
+            "iterations": 3,
+            "warmup": 1,
+        }
+
+    @classmethod
+    def report(cls, tests, **context) -> Report:
+        """A run's report: ``tests`` maps a test id to its records (each test passed)."""
+        return Report(cls.context(**context), {n: Entry.of(records, "passed") for n, records in tests.items()})
+
+
+@pytest.fixture
+def wire():
+    return Wire

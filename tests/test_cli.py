@@ -1,5 +1,5 @@
 """``python -m pytest_tpumem`` as a CI runs it: a subprocess, its output and its exit status, on
-reports built by hand (telling.report.build)."""
+reports built by hand (the ``wire`` fixture)."""
 
 import json
 import subprocess
@@ -7,53 +7,14 @@ import sys
 
 import pytest
 
-from pytest_tpumem.decisions.entry import Entry
 from pytest_tpumem.telling import report as reports
 
 MB = 10**6
 
 
-def context(**kw):
-    return {
-        "platform": "cpu",
-        "device_kind": "cpu",
-        "device_count": 1,
-        "process_index": 0,
-        "process_count": 1,
-        "started": "2025-05-01T10:00:00+00:00",
-        "hostname": "h",
-        "pid": 1,
-        **kw,
-    }
-
-
-def peak(n, device="cpu:0", budget=None, verdict="ok"):
-    return {
-        "check": "budget" if budget else "peak",
-        "verdict": verdict,
-        "budget": budget,
-        "peaks": {device: n},
-        "witness": "body-end",
-    }
-
-
-def leak(growth, threshold=100 * MB, verdict="ok"):
-    return {
-        "check": "leak",
-        "verdict": verdict,
-        "growth": growth,
-        "threshold": threshold,
-        "growth_source": "cpu:0 live arrays",
-        "iterations": 3,
-        "warmup": 1,
-    }
-
-
-def write(path, tests, **ctx):
+def write(wire, path, tests, **ctx):
     """A report of ``tests`` (test id -> check records) written to ``path``; its path as text."""
-    reports.write(
-        reports.build({n: Entry.of(records, "passed") for n, records in tests.items()}, context(**ctx)), str(path)
-    )
+    reports.write(wire.report(tests, **ctx), str(path))
     return str(path)
 
 
@@ -64,16 +25,23 @@ def cli(*args, cwd=None):
 
 
 @pytest.fixture
-def base(tmp_path):
-    return write(tmp_path / "base.json", {"t.py::a": [peak(100 * MB), leak(0)], "t.py::b": [peak(50 * MB)]})
+def base(tmp_path, wire):
+    return write(
+        wire, tmp_path / "base.json", {"t.py::a": [wire.peak(100 * MB), wire.leak(0)], "t.py::b": [wire.peak(50 * MB)]}
+    )
 
 
-def run_with(tmp_path, peak_a, peak_b=50 * MB, **ctx):
-    return write(tmp_path / "new.json", {"t.py::a": [peak(peak_a), leak(0)], "t.py::b": [peak(peak_b)]}, **ctx)
+def run_with(wire, tmp_path, peak_a, peak_b=50 * MB, **ctx):
+    return write(
+        wire,
+        tmp_path / "new.json",
+        {"t.py::a": [wire.peak(peak_a), wire.leak(0)], "t.py::b": [wire.peak(peak_b)]},
+        **ctx,
+    )
 
 
-def test_a_planted_30_percent_rise_fails_beyond_10_percent(tmp_path, base):
-    done = cli("compare", base, run_with(tmp_path, 130 * MB), "--fail", "peak:10%")
+def test_a_planted_30_percent_rise_fails_beyond_10_percent(tmp_path, base, wire):
+    done = cli("compare", base, run_with(wire, tmp_path, 130 * MB), "--fail", "peak:10%")
     assert done.returncode == 1, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.endswith("t.py::a"))
     assert row.split() == [
@@ -90,32 +58,34 @@ def test_a_planted_30_percent_rise_fails_beyond_10_percent(tmp_path, base):
     assert done.stderr == ""
 
 
-def test_its_2_percent_twin_passes(tmp_path, base):
-    done = cli("compare", base, run_with(tmp_path, 102 * MB), "--fail", "peak:10%")
+def test_its_2_percent_twin_passes(tmp_path, base, wire):
+    done = cli("compare", base, run_with(wire, tmp_path, 102 * MB), "--fail", "peak:10%")
     assert done.returncode == 0, done.stdout
     assert "+2.0%" in done.stdout and "REGRESSED" not in done.stdout
 
 
-def test_tolerances_repeat_and_comma_separate_any_one_exceeded_fails(tmp_path, base):
-    new = run_with(tmp_path, 102 * MB, peak_b=60 * MB)  # +2MB (+2%), +10MB (+20%)
+def test_tolerances_repeat_and_comma_separate_any_one_exceeded_fails(tmp_path, base, wire):
+    new = run_with(wire, tmp_path, 102 * MB, peak_b=60 * MB)  # +2MB (+2%), +10MB (+20%)
     assert cli("compare", base, new, "--fail", "peak:50%", "--fail", "growth:1MB,peak:5MB").returncode == 1
     assert cli("compare", base, new, "--fail", "peak:50%,peak:20MB").returncode == 0
 
 
-def test_without_fail_a_regression_is_shown_and_exits_0(tmp_path, base):
-    done = cli("compare", base, run_with(tmp_path, 300 * MB))
+def test_without_fail_a_regression_is_shown_and_exits_0(tmp_path, base, wire):
+    done = cli("compare", base, run_with(wire, tmp_path, 300 * MB))
     assert done.returncode == 0
     assert "+200.0%" in done.stdout and done.stdout.splitlines()[-1].startswith("not judged: add --fail peak:10%")
 
 
-def test_improvements_are_listed_and_do_not_fail(tmp_path, base):
-    done = cli("compare", base, run_with(tmp_path, 60 * MB), "--fail", "peak:10%")
+def test_improvements_are_listed_and_do_not_fail(tmp_path, base, wire):
+    done = cli("compare", base, run_with(wire, tmp_path, 60 * MB), "--fail", "peak:10%")
     assert done.returncode == 0
     assert any(line.endswith("improved  t.py::a") for line in done.stdout.splitlines()), done.stdout
 
 
-def test_new_and_missing_tests_are_listed(tmp_path, base):
-    new = write(tmp_path / "new.json", {"t.py::a": [peak(100 * MB), leak(0)], "t.py::c": [peak(1)]})
+def test_new_and_missing_tests_are_listed(tmp_path, base, wire):
+    new = write(
+        wire, tmp_path / "new.json", {"t.py::a": [wire.peak(100 * MB), wire.leak(0)], "t.py::c": [wire.peak(1)]}
+    )
     done = cli("compare", base, new, "--fail", "peak:10%")
     assert done.returncode == 0
     out = done.stdout.splitlines()
@@ -123,10 +93,12 @@ def test_new_and_missing_tests_are_listed(tmp_path, base):
     assert out[out.index(f"missing, in {base} but not measured:") + 1] == "  t.py::b"
 
 
-def test_reports_that_share_no_test_fail_the_gate_with_one_line(tmp_path, base):
+def test_reports_that_share_no_test_fail_the_gate_with_one_line(tmp_path, base, wire):
     """Both have tests, none in both (ids named from another rootdir, not recorded): exit 1 under
     --fail though no figure was compared; exit 0 without --fail, and said."""
-    new = write(tmp_path / "new.json", {"other/u.py::a": [peak(100 * MB)], "other/u.py::b": [peak(50 * MB)]})
+    new = write(
+        wire, tmp_path / "new.json", {"other/u.py::a": [wire.peak(100 * MB)], "other/u.py::b": [wire.peak(50 * MB)]}
+    )
     done = cli("compare", base, new, "--fail", "peak:10%")
     assert done.returncode == 1, done.stdout
     assert done.stdout.splitlines()[1] == (
@@ -136,15 +108,19 @@ def test_reports_that_share_no_test_fail_the_gate_with_one_line(tmp_path, base):
         "other/u.py::a here)"
     )
     assert cli("compare", base, new).returncode == 0
-    moved = write(tmp_path / "moved.json", {"proj/t.py::a": [peak(130 * MB)]}, rootdir="/w")
-    rooted = write(tmp_path / "rooted.json", {"t.py::a": [peak(100 * MB)]}, rootdir="/w/proj")
+    moved = write(wire, tmp_path / "moved.json", {"proj/t.py::a": [wire.peak(130 * MB)]}, rootdir="/w")
+    rooted = write(wire, tmp_path / "rooted.json", {"t.py::a": [wire.peak(100 * MB)]}, rootdir="/w/proj")
     done = cli("compare", rooted, moved, "--fail", "peak:10%")
     assert done.returncode == 1 and "1 test matched with" in done.stdout and "REGRESSED" in done.stdout
 
 
-def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base):
+def test_a_foreign_baseline_warns_and_never_fails(tmp_path, base, wire):
     done = cli(
-        "compare", base, run_with(tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"), "--fail", "peak:10%"
+        "compare",
+        base,
+        run_with(wire, tmp_path, 300 * MB, platform="gpu", device_kind="NVIDIA H100"),
+        "--fail",
+        "peak:10%",
     )
     assert done.returncode == 0
     warnings = [line for line in done.stdout.splitlines() if "not comparable" in line]
@@ -258,22 +234,26 @@ def test_a_bad_fail_expression_exits_2_naming_it(tmp_path, base, value):
     assert repr(named) in done.stderr, done.stderr
 
 
-def process_report(tmp_path, index, leak_verdict="ok"):
+def process_report(wire, tmp_path, index, leak_verdict="ok"):
     device = f"cpu:{index}"
     tests = {
-        "t.py::shared": [peak((index + 1) * 10 * MB, device, budget=100 * MB), leak(index * MB, verdict=leak_verdict)],
-        f"t.py::only_{index}": [peak(MB, device)],
+        "t.py::shared": [
+            wire.peak((index + 1) * 10 * MB, device, budget=100 * MB),
+            wire.leak(index * MB, verdict=leak_verdict),
+        ],
+        f"t.py::only_{index}": [wire.peak(MB, device)],
     }
     return write(
-        tmp_path / f"r.process-{index}-of-2.json", tests, process_index=index, process_count=2, pid=100 + index
+        wire, tmp_path / f"r.process-{index}-of-2.json", tests, process_index=index, process_count=2, pid=100 + index
     )
 
 
-def test_merge_says_what_it_wrote_in_words_that_agree_with_the_counts(tmp_path):
+def test_merge_says_what_it_wrote_in_words_that_agree_with_the_counts(tmp_path, wire):
     one = [
         write(
+            wire,
             tmp_path / f"one.process-{i}-of-2.json",
-            {"t.py::a": [peak(MB, f"cpu:{i}")]},
+            {"t.py::a": [wire.peak(MB, f"cpu:{i}")]},
             process_index=i,
             process_count=2,
             pid=200 + i,
@@ -285,8 +265,8 @@ def test_merge_says_what_it_wrote_in_words_that_agree_with_the_counts(tmp_path):
     assert done.stdout == f"wrote {tmp_path / 'm.json'}: 1 test from 2 processes\n"  # was "1 tests"
 
 
-def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp_path):
-    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1, leak_verdict="leak")
+def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp_path, wire):
+    r0, r1 = process_report(wire, tmp_path, 0), process_report(wire, tmp_path, 1, leak_verdict="leak")
     out = tmp_path / "merged.json"
     done = cli("merge", r0, r1, "-o", out)
     assert done.returncode == 0, done.stderr
@@ -303,8 +283,8 @@ def test_merge_gives_every_test_once_with_both_devices_and_the_worst_verdict(tmp
     assert shown.returncode == 0 and "merged from 2 processes" in shown.stdout
 
 
-def test_merge_refuses_a_report_given_twice_and_an_output_that_is_an_input(tmp_path):
-    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1)
+def test_merge_refuses_a_report_given_twice_and_an_output_that_is_an_input(tmp_path, wire):
+    r0, r1 = process_report(wire, tmp_path, 0), process_report(wire, tmp_path, 1)
     before = open(r0, "rb").read()
     twice = cli("merge", r0, r0, "-o", tmp_path / "out.json")
     assert twice.returncode == 2 and f"{r0}: the same process's report as {r0}" in twice.stderr
@@ -315,8 +295,8 @@ def test_merge_refuses_a_report_given_twice_and_an_output_that_is_an_input(tmp_p
     assert open(r0, "rb").read() == before and not (tmp_path / "out.json").exists()
 
 
-def test_merge_refuses_reports_of_two_schema_versions(tmp_path):
-    r0, r1 = process_report(tmp_path, 0), process_report(tmp_path, 1)
+def test_merge_refuses_reports_of_two_schema_versions(tmp_path, wire):
+    r0, r1 = process_report(wire, tmp_path, 0), process_report(wire, tmp_path, 1)
     old = json.loads(open(r1).read())
     old["version"] = 1
     open(r1, "w").write(json.dumps(old))
@@ -325,12 +305,13 @@ def test_merge_refuses_reports_of_two_schema_versions(tmp_path):
     assert f"{r1}: schema version 1, but {r0} has 2; merge reports of one run" in mixed.stderr
 
 
-def test_show_prints_the_context_and_the_tests_worst_first(tmp_path):
+def test_show_prints_the_context_and_the_tests_worst_first(tmp_path, wire):
     path = write(
+        wire,
         tmp_path / "r.json",
         {
-            "t.py::fine": [peak(10 * MB, budget=100 * MB)],
-            "t.py::over": [peak(200 * MB, budget=100 * MB, verdict="over budget")],
+            "t.py::fine": [wire.peak(10 * MB, budget=100 * MB)],
+            "t.py::over": [wire.peak(200 * MB, budget=100 * MB, verdict="over budget")],
         },
         versions={"python": "3.12.1", "jax": "0.6.0"},
         git={"commit": "abc123", "dirty": False},
@@ -362,8 +343,8 @@ def test_help_names_every_command_and_the_exit_codes():
     assert cli().returncode == 2  # no command: argparse's usage error
 
 
-def test_no_jax_is_imported(tmp_path, base):
-    new = run_with(tmp_path, 130 * MB)
+def test_no_jax_is_imported(tmp_path, base, wire):
+    new = run_with(wire, tmp_path, 130 * MB)
     out = tmp_path / "merged.json"
     script = (
         "import runpy, sys\n"
@@ -397,18 +378,18 @@ def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path):
         )
 
 
-def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_path):
+def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_path, wire):
     """Two single-process runs are not two processes of one run; what merge writes, show reads."""
-    a = write(tmp_path / "a.json", {"t.py::a": [peak(MB)]}, pid=1)
-    b = write(tmp_path / "b.json", {"t.py::a": [peak(2 * MB)]}, pid=2, started="2025-05-02T10:00:00+00:00")
+    a = write(wire, tmp_path / "a.json", {"t.py::a": [wire.peak(MB)]}, pid=1)
+    b = write(wire, tmp_path / "b.json", {"t.py::a": [wire.peak(2 * MB)]}, pid=2, started="2025-05-02T10:00:00+00:00")
     done = cli("merge", a, b, "-o", tmp_path / "m.json")
     assert done.returncode == 2 and not (tmp_path / "m.json").exists()
     assert done.stderr.strip().endswith(
         f"{b}: process 0 of 1, as {a} is: two runs, not two processes of one run "
         "(merge joins the processes of one jax.distributed run or of several hosts)"
     )
-    p0 = write(tmp_path / "p0.json", {"t.py::a": [peak(MB)]}, process_count=2)
-    p1 = write(tmp_path / "p1.json", {"t.py::a": [peak(2 * MB)]}, process_index=1, process_count=2, pid=2)
+    p0 = write(wire, tmp_path / "p0.json", {"t.py::a": [wire.peak(MB)]}, process_count=2)
+    p1 = write(wire, tmp_path / "p1.json", {"t.py::a": [wire.peak(2 * MB)]}, process_index=1, process_count=2, pid=2)
     assert cli("merge", p0, p1, "-o", tmp_path / "m.json").returncode == 0
     shown = cli("show", tmp_path / "m.json")
     assert shown.returncode == 0 and "merged from 2 processes on h" in shown.stdout

@@ -1,53 +1,19 @@
-"""The text of a comparison and of a report, from reports built by hand (telling.report.build)."""
+"""The text of a comparison and of a report, from reports built by hand (the ``wire`` fixture)."""
 
 from pytest_tpumem.decisions.compare import compare, parse_tolerances
-from pytest_tpumem.decisions.entry import Entry
 from pytest_tpumem.telling.comparison import comparison_lines, report_lines
 from pytest_tpumem.telling.report import build
 
 MB = 10**6
-CONTEXT = {
-    "platform": "cpu",
-    "device_kind": "cpu",
-    "process_index": 0,
-    "process_count": 1,
-    "started": "2025-05-01T10:00:00+00:00",
-    "hostname": "h",
-    "pid": 1,
-}
-
-
-def peak(n, budget=None, verdict="ok"):
-    return {
-        "check": "budget" if budget else "peak",
-        "verdict": verdict,
-        "budget": budget,
-        "peaks": {"cpu:0": n},
-        "witness": "body-end",
-    }
-
-
-def leak(growth, threshold=100 * MB, verdict="ok"):
-    return {
-        "check": "leak",
-        "verdict": verdict,
-        "growth": growth,
-        "threshold": threshold,
-        "growth_source": "cpu:0 live arrays",
-    }
-
-
-def report(tests, **context):
-    return build({nodeid: Entry.of(records, "passed") for nodeid, records in tests.items()}, {**CONTEXT, **context})
 
 
 def lines_of(old, new, *tolerances, top=None):
     return comparison_lines(compare(old, new, parse_tolerances(tolerances)), "base.json", top=top)
 
 
-def test_a_regression_is_a_row_with_both_figures_the_change_and_the_tolerance_broken():
-    old = report({"t.py::a": [peak(100 * MB)], "t.py::b": [peak(50 * MB)]})
-    new = report({"t.py::a": [peak(130 * MB)], "t.py::b": [peak(51 * MB)]})
+def test_a_regression_is_a_row_with_both_figures_the_change_and_the_tolerance_broken(wire):
+    old = wire.report({"t.py::a": [wire.peak(100 * MB)], "t.py::b": [wire.peak(50 * MB)]})
+    new = wire.report({"t.py::a": [wire.peak(130 * MB)], "t.py::b": [wire.peak(51 * MB)]})
     lines = lines_of(old, new, "peak:10%")
     header, first, second = lines[:3]
     assert header.split() == ["figure", "old", "new", "change", "bytes", "judged", "test"]
@@ -67,21 +33,23 @@ def test_a_regression_is_a_row_with_both_figures_the_change_and_the_tolerance_br
     assert lines[-1] == "2 figures changed against base.json, 1 regressed beyond a tolerance"
 
 
-def test_changes_without_a_tolerance_are_shown_and_not_judged():
-    lines = lines_of(report({"t.py::a": [leak(0)]}), report({"t.py::a": [leak(3 * MB)]}))
+def test_changes_without_a_tolerance_are_shown_and_not_judged(wire):
+    lines = lines_of(wire.report({"t.py::a": [wire.leak(0)]}), wire.report({"t.py::a": [wire.leak(3 * MB)]}))
     assert lines[1].split() == ["growth", "0B", "3.0MB", "-", "+3.0MB", "-", "t.py::a"]
     assert lines[-1] == "1 figure changed against base.json"
 
 
-def test_improvements_are_said():
-    lines = lines_of(report({"t.py::a": [peak(100 * MB)]}), report({"t.py::a": [peak(60 * MB)]}), "peak:10%")
+def test_improvements_are_said(wire):
+    lines = lines_of(
+        wire.report({"t.py::a": [wire.peak(100 * MB)]}), wire.report({"t.py::a": [wire.peak(60 * MB)]}), "peak:10%"
+    )
     assert lines[1].split()[3:] == ["-40.0%", "-40.0MB", "improved", "t.py::a"]
     assert lines[-1].endswith("1 improved")
 
 
-def test_new_and_missing_tests_are_listed():
-    old = report({"t.py::kept": [peak(1)], "t.py::gone": [peak(1)]})
-    new = report({"t.py::kept": [peak(1)], "t.py::added": [peak(1)]})
+def test_new_and_missing_tests_are_listed(wire):
+    old = wire.report({"t.py::kept": [wire.peak(1)], "t.py::gone": [wire.peak(1)]})
+    new = wire.report({"t.py::kept": [wire.peak(1)], "t.py::added": [wire.peak(1)]})
     assert lines_of(old, new) == [
         "new, not in base.json:",
         "  t.py::added",
@@ -91,9 +59,9 @@ def test_new_and_missing_tests_are_listed():
     ]
 
 
-def test_a_foreign_baseline_is_said_in_one_line_and_its_regressions_are_not_judged():
-    old = report({"t.py::a": [peak(100 * MB)]}, platform="tpu", device_kind="TPU v5 lite")
-    lines = lines_of(old, report({"t.py::a": [peak(200 * MB)]}), "peak:10%")
+def test_a_foreign_baseline_is_said_in_one_line_and_its_regressions_are_not_judged(wire):
+    old = wire.report({"t.py::a": [wire.peak(100 * MB)]}, platform="tpu", device_kind="TPU v5 lite")
+    lines = lines_of(old, wire.report({"t.py::a": [wire.peak(200 * MB)]}), "peak:10%")
     assert (
         lines[0]
         == "WARNING: base.json is not comparable: it was taken on platform 'tpu', this run is on 'cpu'; changes are shown, none fails"
@@ -102,10 +70,13 @@ def test_a_foreign_baseline_is_said_in_one_line_and_its_regressions_are_not_judg
     assert "regressed" not in lines[-1]
 
 
-def test_top_caps_the_changes_and_the_lists():
-    old = report({f"t.py::{i}": [peak(100 * MB)] for i in range(5)})
-    new = report(
-        {**{f"t.py::{i}": [peak(200 * MB)] for i in range(5)}, **{f"t.py::new{i}": [peak(1)] for i in range(3)}}
+def test_top_caps_the_changes_and_the_lists(wire):
+    old = wire.report({f"t.py::{i}": [wire.peak(100 * MB)] for i in range(5)})
+    new = wire.report(
+        {
+            **{f"t.py::{i}": [wire.peak(200 * MB)] for i in range(5)},
+            **{f"t.py::new{i}": [wire.peak(1)] for i in range(3)},
+        }
     )
     lines = lines_of(old, new, "peak:10%", top=2)
     assert "... and 3 more changes" in lines and "  ... and 1 more" in lines
@@ -113,13 +84,13 @@ def test_top_caps_the_changes_and_the_lists():
     assert lines[-1].startswith("5 figures changed against base.json, 5 regressed")
 
 
-def test_report_lines_give_the_context_and_the_tests_worst_first():
-    r = report(
+def test_report_lines_give_the_context_and_the_tests_worst_first(wire):
+    r = wire.report(
         {
-            "t.py::fine": [peak(10 * MB, budget=100 * MB)],
-            "t.py::leaks": [peak(5 * MB), leak(200 * MB, verdict="leak")],
-            "t.py::near": [peak(90 * MB, budget=100 * MB)],
-            "t.py::over": [peak(2_000 * MB, budget=1_000 * MB, verdict="over budget")],
+            "t.py::fine": [wire.peak(10 * MB, budget=100 * MB)],
+            "t.py::leaks": [wire.peak(5 * MB), wire.leak(200 * MB, verdict="leak")],
+            "t.py::near": [wire.peak(90 * MB, budget=100 * MB)],
+            "t.py::over": [wire.peak(2_000 * MB, budget=1_000 * MB, verdict="over budget")],
         },
         device_count=2,
         versions={"python": "3.12.1", "jax": "0.6.0"},
@@ -150,9 +121,9 @@ def test_report_lines_of_an_empty_report_of_unknown_context():
     ]
 
 
-def test_the_summary_lists_changes_of_a_megabyte_or_more_and_counts_the_rest():
-    old = report({"t.py::tiny": [peak(200)], "t.py::big": [peak(100 * MB)]})
-    new = report({"t.py::tiny": [peak(204)], "t.py::big": [peak(103 * MB)]})
+def test_the_summary_lists_changes_of_a_megabyte_or_more_and_counts_the_rest(wire):
+    old = wire.report({"t.py::tiny": [wire.peak(200)], "t.py::big": [wire.peak(100 * MB)]})
+    new = wire.report({"t.py::tiny": [wire.peak(204)], "t.py::big": [wire.peak(103 * MB)]})
     lines = comparison_lines(compare(old, new), "base.json", floor=MB)
     text = "\n".join(lines)
     assert "t.py::big" in text and "t.py::tiny" not in text
