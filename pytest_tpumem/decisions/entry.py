@@ -137,20 +137,25 @@ class Entry:
         records = list(records)
         merged = _merged_records(records)
         peaks = merged.get("peaks") or {}
-        return cls(
-            verdict=Verdict(merged.get("verdict", "ok")),
-            outcome=outcome,
-            peak=max(peaks.values()) if peaks else None,
-            peaks=dict(peaks),
-            budget=merged.get("budget"),
-            witness=merged.get("witness", ""),
-            growth=merged.get("growth"),
-            threshold=merged.get("threshold"),
-            growth_source=merged.get("growth_source", ""),
-            stand_in=bool(merged.get("stand_in", False)),
-            host_peak=merged.get("host_peak"),
-            checks=tuple(records),
-        )
+        return cls._read(merged, outcome=outcome, peak=max(peaks.values()) if peaks else None, checks=tuple(records))
+
+    @classmethod
+    def _read(cls, obj: dict[str, Any], **given: Any) -> Entry:
+        """An entry of the keys of ``obj`` it knows (each absent one at its default), then ``given``."""
+        fields: dict[str, Any] = {
+            "verdict": Verdict(obj.get("verdict", "ok")),
+            "outcome": obj.get("outcome", ""),
+            "peak": obj.get("peak"),
+            "peaks": dict(obj.get("peaks") or {}),
+            "budget": obj.get("budget"),
+            "witness": obj.get("witness", ""),
+            "growth": obj.get("growth"),
+            "threshold": obj.get("threshold"),
+            "growth_source": obj.get("growth_source", ""),
+            "stand_in": bool(obj.get("stand_in", False)),
+            "host_peak": obj.get("host_peak"),
+        }
+        return cls(**{**fields, **given})
 
     @property
     def failed(self) -> bool:
@@ -216,21 +221,7 @@ class Entry:
         checks = obj.get("checks", [])
         if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
             raise ReportError(f'{where}: {name} "checks" is not a list of objects')
-        return cls(
-            verdict=Verdict(obj["verdict"]),
-            outcome=obj.get("outcome", ""),
-            peak=obj.get("peak"),
-            peaks=dict(peaks),
-            budget=obj.get("budget"),
-            witness=obj.get("witness", ""),
-            growth=obj.get("growth"),
-            threshold=obj.get("threshold"),
-            growth_source=obj.get("growth_source", ""),
-            stand_in=obj.get("stand_in", False),
-            host_peak=obj.get("host_peak"),
-            checks=tuple(checks),
-            extra={k: v for k, v in obj.items() if k not in _ENTRY},
-        )
+        return cls._read(obj, checks=tuple(checks), extra={k: v for k, v in obj.items() if k not in _ENTRY})
 
 
 def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:

@@ -10,7 +10,7 @@ import pytest
 
 from .. import defaults
 from ..telling.results import message, row
-from ..telling.run import fixture_error
+from ..telling.run import about
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
 from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
@@ -41,7 +41,7 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
             limit = default if threshold is None else parse_size(threshold, what="threshold")
             judged = settings.leak_host if host is None else parse_host(host)
         except (SizeError, ValueError) as e:
-            fail(fixture_error("leak_check(...)", e))
+            fail(about("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
         report = run_leak_check(
@@ -100,7 +100,7 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 reporter.skipped_without_libtpu += 1
             pytest.skip(no_libtpu_fixture(e, skipped=True))
         except TopologyError as e:
-            fail(fixture_error(f"hbm_estimate(target={chosen.topology!r})", e))
+            fail(about(f"hbm_estimate(target={chosen.topology!r})", e))
         judgement = ProgramJudgement(estimate.program, "", 0, estimate)
         spelled = f"hbm_estimate(budget={budget!r})" if budget is not None else f"{chosen.generation}'s usable HBM"
         result = TargetResult("hbm_estimate", chosen, limit, spelled, (judgement,))

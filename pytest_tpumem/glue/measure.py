@@ -22,7 +22,7 @@ from ..telling.files import save_budget
 from ..telling.header import XDIST_CONTROLLER_LINE, backend_lines, settings_line, versions_line
 from ..telling.leak import progress
 from ..telling.results import message, row, section
-from ..telling.run import backend_failed, not_judged, plugin_error, regressed
+from ..telling.run import about, backend_failed, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
 from .failures import LeakFailure, PluginError, fail
 from .options import Settings
@@ -244,7 +244,7 @@ class Measurer:
                 budget.target, budget.limit, spelled=budget.spelled, check="max_hbm", devices=self.devices()
             )
         except (Unavailable, TopologyError) as e:
-            fail(not_judged(budget.spelled, str(e)))
+            fail(about(budget.spelled, str(e)))
 
     def _judge(
         self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str

@@ -42,17 +42,15 @@ def not_rerunnable_swept(n: int) -> str:
     )
 
 
-def fixture_error(call: str, problem: object) -> str:
-    """A fixture's bad argument or missing prerequisite: ``leak_check(...): iterations=0: ...``."""
-    return f"{call}: {problem}"
+def about(subject: str, problem: object) -> str:
+    """A problem said with what it is about: a fixture's bad argument or missing prerequisite
+    (``leak_check(...): iterations=0: ...``), a budget that could not be judged (``20GB on
+    v5e:2x2: ...``)."""
+    return f"{subject}: {problem}"
 
 
 def backend_failed(name: str, problem: str) -> str:
     return f"tpumem cannot measure {name}: the jax backend did not start: {problem}"
-
-
-def not_judged(spelled: str, problem: str) -> str:
-    return f"{spelled}: {problem}"
 
 
 def regressed(change: str) -> str:
