@@ -44,6 +44,7 @@ class DevicePeak:
     largest_free: int | None = None  # at the end: the largest free block, where the allocator reports it
     sampler: int | None = None  # the most the sampler saw: timing-dependent evidence, never the peak
     program: str = ""  # the witness "program": which program ran at that moment ("jit_step")
+    floor: int = 0  # the peak may be this far below the exact one (programs and transfers read in steps of it)
 
     @property
     def fragmented(self) -> bool:
@@ -52,8 +53,10 @@ class DevicePeak:
 
     @property
     def unexplained(self) -> int:
-        """How far the sampler saw above the peak (0 where it did not): a moment no deterministic reading explains."""
-        return max(0, (self.sampler or 0) - self.peak)
+        """How far the sampler saw above the peak, where that is more than the readings' floor
+        explains (0 otherwise): a moment no deterministic reading explains."""
+        excess = (self.sampler or 0) - self.peak
+        return excess if excess > self.floor else 0
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ def judge(readings: PeakReadings) -> PeakReport:
             largest_free=last.largest_free,
             sampler=readings.sampled.get(label),
             program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
+            floor=readings.floor if readings.watched else 0,
         )
     return PeakReport(
         devices,

@@ -39,6 +39,7 @@ class PeakReadings:
     host_peak: int | None = None
     profile: bytes | None = None  # jax's device-memory profile at the body's end, where asked for
     watched: bool = True  # False on a jax without the hooks: the programs the code ran were not read
+    floor: int = 0  # the programs and transfers between two readings added up to at least this (readings.executions)
 
 
 class Sampler(threading.Thread):
@@ -191,4 +192,5 @@ class PeakWatch:
             host_peak=host.host_peak() if self._host_reset else None,
             profile=profile,
             watched=watch is not None,
+            floor=self.floor,
         )
