@@ -130,3 +130,64 @@ def test_a_size_copied_from_the_output_parses_back_to_its_unit(n):
 
 def test_kb_is_accepted_as_printed():
     assert parse_size("50kB") == parse_size("50KB") == 50_000
+
+
+@pytest.mark.parametrize(
+    "unit, scale",
+    [
+        ("B", 1),
+        ("kB", 10**3),
+        ("KB", 10**3),
+        ("MB", 10**6),
+        ("GB", 10**9),
+        ("TB", 10**12),
+        ("KiB", 2**10),
+        ("MiB", 2**20),
+        ("GiB", 2**30),
+        ("TiB", 2**40),
+    ],
+)
+def test_every_unit_both_ways(unit, scale):
+    assert parse_size(f"1{unit}") == scale
+    assert parse_size(f"3.25{unit}") == (13 * scale + 2) // 4  # to the nearest byte
+    if not unit.endswith("iB"):  # printed in decimal units: 3 of them print as 3 of them, and back
+        printed = "3B" if unit == "B" else f"3.0{'kB' if unit == 'KB' else unit}"
+        assert format_size(3 * scale) == printed and parse_size(printed) == 3 * scale
+
+
+def test_half_a_byte_rounds_up_as_a_person_rounds():
+    assert [parse_size(v) for v in ("0.5B", "2.5B", "3.5B")] == [1, 3, 4]  # not to even (2.5 -> 2)
+
+
+@pytest.mark.parametrize(
+    "n, printed",
+    [
+        (999, "999B"),
+        (1000, "1.0kB"),
+        (10**6 - 1, "1000.0kB"),
+        (10**6, "1.0MB"),
+        (10**9 - 1, "1000.0MB"),
+        (10**9, "1.0GB"),
+        (10**12, "1.0TB"),
+        (-(10**6), "-1.0MB"),
+    ],
+)
+def test_each_unit_is_printed_from_exactly_one_of_it(n, printed):
+    assert format_size(n) == printed
+
+
+def test_two_sizes_that_differ_never_print_alike():
+    from pytest_tpumem.units import format_apart
+
+    assert format_apart(64_120, 64_100) == ("64.12kB", "64.10kB")
+    assert format_apart(64_101, 64_100) == ("64.101kB", "64.100kB")
+    assert format_apart(10**6 + 1, 10**6) == ("1,000,001B", "1,000,000B")
+    assert format_apart(30 * 10**6, 30 * 10**6) == ("30.0MB", "30.0MB")
+
+
+def test_the_largest_size_is_taken_and_one_more_byte_is_not():
+    from pytest_tpumem.units import MAX_SIZE
+
+    assert parse_size(MAX_SIZE) == MAX_SIZE
+    with pytest.raises(SizeError, match="is larger than any memory"):
+        parse_size(MAX_SIZE + 1)

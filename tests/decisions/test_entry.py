@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from pytest_tpumem.decisions import entry as entries
 from pytest_tpumem.decisions.entry import Entry, Report, merged_entries
 from pytest_tpumem.decisions.verdict import Verdict
 from pytest_tpumem.errors import ReportError
@@ -49,3 +50,62 @@ def test_a_bad_entry_is_refused_naming_the_file_the_test_and_the_key(entry, says
     with pytest.raises(ReportError) as e:
         Entry.from_json(entry, "r.json", "t.py::a")
     assert str(e.value).startswith("r.json: test 't.py::a':") and says in str(e.value)
+
+
+WRONG = {"text": 5, "a whole number": "5", "true or false": "yes", "an object": [], "a list": {}}
+
+
+@pytest.mark.parametrize("key", sorted(entries._ENTRY))
+def test_every_key_of_an_entry_of_the_wrong_type_is_refused_by_name(key):
+    kind, _ = entries._ENTRY[key]
+    entry = {"verdict": "ok", key: WRONG[kind]}
+    with pytest.raises(ReportError) as e:
+        Entry.from_json(entry, "r.json", "t.py::a")
+    assert str(e.value).startswith(f"r.json: test 't.py::a': \"{key}\" is ")
+
+
+@pytest.mark.parametrize("key", sorted(entries._CONTEXT))
+def test_every_key_of_a_context_of_the_wrong_type_is_refused_by_name(key):
+    kind, _ = entries._CONTEXT[key]
+    data = {"schema": entries.SCHEMA, "version": entries.VERSION, "context": {key: WRONG[kind]}, "tests": {}}
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value) == f'r.json: context "{key}" is {WRONG[kind]!r}, not {kind}'
+
+
+def test_a_report_of_this_version_is_read_and_of_the_next_refused():
+    data = {"schema": entries.SCHEMA, "version": entries.VERSION, "context": {}, "tests": {}}
+    assert Report.from_json(data, "r.json").version == entries.VERSION
+    with pytest.raises(ReportError, match=f"schema version {entries.VERSION + 1} is newer than this pytest-tpumem"):
+        Report.from_json({**data, "version": entries.VERSION + 1}, "r.json")
+
+
+@pytest.mark.parametrize(
+    "key, value, ok",
+    [
+        ("peak", 2**63 - 1, True),
+        ("peak", 2**63, False),
+        ("peak", 0, True),
+        ("growth", -(2**63) + 1, True),  # memory given back
+        ("growth", -(2**63), False),
+        ("budget", -1, False),
+    ],
+)
+def test_sizes_at_their_bounds(key, value, ok):
+    entry = {"verdict": "ok", key: value}
+    if ok:
+        assert getattr(Entry.from_json(entry, "r.json", "t"), key) == value
+    else:
+        with pytest.raises(ReportError, match=f'"{key}" is '):
+            Entry.from_json(entry, "r.json", "t")
+
+
+def test_a_tests_verdict_is_the_worst_of_its_checks_in_any_order():
+    leak, ok, over = (
+        {"check": "leak", "verdict": "leak"},
+        {"check": "peak", "verdict": "ok"},
+        {"verdict": "over budget"},
+    )
+    assert Entry.of([leak, ok]).verdict is Entry.of([ok, leak]).verdict is Verdict.LEAK
+    assert Entry.of([over, ok, leak]).verdict is Verdict.LEAK and Entry.of([ok, over]).verdict is Verdict.OVER_BUDGET
+    assert Entry.of([]).verdict is Verdict.OK

@@ -338,3 +338,70 @@ def test_confirm_cleared_needs_caches_kept():
 
     with pytest.raises(ValueError, match="confirm_cleared=True: expected clear_caches=False"):
         check_leaks(lambda: None, confirm_cleared=True)
+
+
+# --- the rule at its boundaries, on hand-built series --------------------------------------------
+
+
+def test_the_lower_median_of_four_even_where_the_mean_reaches_the_threshold():
+    r = report(0, 0, 0, 2 * T, 4 * T)  # grew in 2 of 4 by 2T: the mean is T, the lower median 0
+    assert r.series[0].growth == 0 and not r.leaked
+
+
+def test_host_rss_is_judged_by_its_smallest_delta():
+    rss = Series("host RSS", "host", (0, T, 2 * T, 2 * T), every=True)
+    assert rss.growth == 0
+    assert Series("host RSS", "host", (0, T, 2 * T, 3 * T), every=True).growth == T
+
+
+def test_the_confirming_runs_cap_the_growth():
+    s = Series("host malloc", "host", (0, T, 2 * T, 3 * T), confirmation=(3 * T, 3 * T, 3 * T))
+    assert s.growth == 0 and not LeakReport(3, 1, T, (s,)).leaked
+    grew = dataclasses.replace(s, confirmation=(3 * T, 4 * T, 5 * T))
+    assert grew.growth == T and LeakReport(3, 1, T, (grew,)).leaked
+
+
+def test_each_series_is_judged_with_its_own_threshold_or_not_at_all():
+    host = Series("host malloc", "host", (0, T, 2 * T, 3 * T))
+    rss = Series("host RSS", "host", (0, T, 2 * T, 3 * T), every=True, shown_only=True)
+    assert LeakReport(3, 1, T, (host,)).leaking_series == (host,)
+    assert LeakReport(3, 1, T, (host,), host=False).leaking_series == ()
+    assert LeakReport(3, 1, T, (host,), host=T + 1).leaking_series == ()  # its own threshold, one byte over
+    assert LeakReport(3, 1, T, (host,), host=T).leaking_series == (host,)
+    assert LeakReport(3, 1, T, (rss,)).threshold_for(rss) is None and not LeakReport(3, 1, T, (rss,)).leaked
+
+
+def test_a_growth_read_off_the_devices_is_not_confirmed_and_one_of_the_host_alone_is():
+    from pytest_tpumem.decisions.leak import to_confirm
+
+    device = Series("cpu:0 live arrays", "cpu:0", (0, T, 2 * T, 3 * T))
+    host = Series("host malloc", "host", (0, T, 2 * T, 3 * T))
+    assert not to_confirm(LeakReport(3, 1, T, (device, host)))
+    assert to_confirm(LeakReport(3, 1, T, (host,)))
+    assert to_confirm(LeakReport(3, 1, T, (device,), confirmed_cleared=True))  # the sweep confirms every growth
+    assert not to_confirm(LeakReport(3, 1, T, (dataclasses.replace(host, values=(0, 0, 0, 0)),)))
+
+
+def test_the_compile_cache_grows_from_one_program_more_per_iteration():
+    from pytest_tpumem.decisions.leak import kept_in_every_iteration
+    from pytest_tpumem.readings.programs import ProgramMade
+
+    step = ProgramMade("jit_step", "t.py:3")
+    runs = [[step], [step], [step]]
+    assert [k.name for k in kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 4})] == ["jit_step"]  # +3 in 3
+    assert kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 3}) == ()  # +2 in 3: one was let go
+
+
+def test_programs_kept_by_the_caches_are_no_leak_of_their_own_under_the_sweep():
+    from pytest_tpumem.decisions.leak import KeptProgram
+
+    kept = (KeptProgram("jit_step", None, 1),)
+    assert LeakReport(3, 1, T, (), kept_programs=kept).leaking
+    assert not LeakReport(3, 1, T, (), kept_programs=kept, confirmed_cleared=True).leaking
+
+
+def test_host_sites_under_a_hundredth_of_the_largest_are_noise():
+    from pytest_tpumem.decisions.leak import host_sites
+
+    sites = host_sites([("a", 100 * MB, 1), ("b", MB, 1), ("c", MB - 1, 1)])
+    assert [(h.site, h.nbytes) for h in sites] == [("a", 100 * MB), ("b", MB)]

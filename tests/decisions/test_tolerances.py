@@ -1,0 +1,103 @@
+"""The baseline gate's tolerances at their boundaries, on hand-built figures: exactly at a
+tolerance passes, one byte over fails; a percentage judges only changes of at least the floor
+(defaults.COMPARE_FLOOR, 1MB), from 0 too; and what is never judged."""
+
+import pytest
+
+from pytest_tpumem import defaults
+from pytest_tpumem.decisions.compare import ToleranceError, compare, compare_entry, parse_tolerance
+from pytest_tpumem.decisions.entry import Entry, Report
+
+MB = 10**6
+FLOOR = defaults.COMPARE_FLOOR
+
+
+def test_the_floor_is_a_megabyte():
+    assert FLOOR == 10**6
+
+
+@pytest.mark.parametrize(
+    "old, new, exceeded",
+    [
+        (100 * MB, 110 * MB, False),  # exactly 10%
+        (100 * MB, 110 * MB + 1, True),  # one byte over
+        (100 * MB, 100 * MB, False),
+        (100 * MB, 90 * MB, False),  # fell
+        (100, 116, False),  # +16%, but 16 bytes: under the floor
+        (1000, 1000 + FLOOR - 1, False),  # far over 10%, a byte under the floor
+        (1000, 1000 + FLOOR, True),  # at the floor: judged
+        (0, FLOOR - 1, False),  # from 0, under the floor
+        (0, FLOOR, True),  # from 0: any percentage of 0 is exceeded once the floor is
+        (5 * FLOOR, 5 * FLOOR + FLOOR, True),  # +20% at exactly the floor
+    ],
+)
+def test_a_percentage_at_its_boundaries(old, new, exceeded):
+    assert parse_tolerance("peak:10%").exceeded(old, new) is exceeded
+
+
+@pytest.mark.parametrize(
+    "old, new, exceeded",
+    [
+        (100 * MB, 150 * MB, False),  # exactly +50MB
+        (100 * MB, 150 * MB + 1, True),  # one byte over
+        (0, 50 * MB + 1, True),
+        (100, 116, False),  # a size has no floor of its own: +16 bytes is under 50MB
+    ],
+)
+def test_a_size_at_its_boundaries(old, new, exceeded):
+    assert parse_tolerance("peak:50MB").exceeded(old, new) is exceeded
+
+
+def test_a_size_tolerance_under_the_floor_judges_what_it_says():
+    assert parse_tolerance("growth:16B").exceeded(0, 17) and not parse_tolerance("growth:16B").exceeded(0, 16)
+
+
+def test_an_improvement_is_the_same_rule_the_other_way():
+    changes = compare_entry("t", Entry(peak=110 * MB), Entry(peak=100 * MB - 1), (parse_tolerance("peak:10%"),))
+    (change,) = changes
+    assert (change.regressed_beyond, change.improved_beyond) == ("", "peak:10%")
+    (even,) = compare_entry("t", Entry(peak=110 * MB), Entry(peak=100 * MB), (parse_tolerance("peak:10%"),))
+    assert (even.regressed, even.improved) == (False, False)  # judged as the rise back: 100 -> 110 is exactly 10%
+
+
+def test_any_tolerance_exceeded_fails_and_names_the_first():
+    tolerances = (parse_tolerance("peak:50MB"), parse_tolerance("peak:10%"))
+    (change,) = compare_entry("t", Entry(peak=100 * MB), Entry(peak=120 * MB), tolerances)
+    assert change.regressed_beyond == "peak:10%"
+
+
+def test_a_test_that_failed_in_the_baseline_is_shown_and_never_judged():
+    failed = Entry(outcome="failed", peak=10 * MB)
+    (change,) = compare_entry("t", failed, Entry(peak=100 * MB), (parse_tolerance("peak:10%"),))
+    assert (change.old, change.new, change.regressed) == (10 * MB, 100 * MB, False)
+
+
+def test_growth_takes_a_size_and_refuses_a_percentage():
+    assert parse_tolerance("growth:10MB").amount == 10 * MB
+    with pytest.raises(ToleranceError, match=r"growth takes a size \(growth:10MB\), not a percentage"):
+        parse_tolerance("growth:10%")
+
+
+def _report(context, **figures):
+    return Report(context, {"t.py::a": Entry(**figures)})
+
+
+CPU = {"platform": "cpu", "device_kind": "cpu"}
+
+
+def test_a_baseline_from_another_platform_or_an_older_schema_fails_nothing():
+    tolerances = (parse_tolerance("peak:10%"),)
+    gpu = compare(_report({"platform": "gpu", "device_kind": "H100"}, peak=MB), _report(CPU, peak=9 * MB), tolerances)
+    assert gpu.foreign == "it was taken on platform 'gpu', this run is on 'cpu'" and not gpu.failed
+    assert [c.regressed for c in gpu.changes] == [True] and gpu.regressions == ()
+    old = Report(CPU, {"t.py::a": Entry(peak=MB)}, version=1)
+    v1 = compare(old, _report(CPU, peak=9 * MB), tolerances)
+    assert v1.foreign.startswith("it was written by an older pytest-tpumem (schema version 1)") and not v1.failed
+    same = compare(_report(CPU, peak=MB), _report(CPU, peak=9 * MB), tolerances)
+    assert same.foreign == "" and same.failed
+
+
+def test_a_gate_that_compared_nothing_fails_only_where_it_gates():
+    old, new = Report(CPU, {"a.py::t": Entry(peak=1)}), Report(CPU, {"b.py::t": Entry(peak=1)})
+    assert compare(old, new, (parse_tolerance("peak:10%"),)).failed
+    assert not compare(old, new).failed
