@@ -15,7 +15,8 @@ def test_dir_lists_the_public_names_and_each_resolves():
     names = dir(pytest_tpumem)
     for name in pytest_tpumem.__all__:
         assert name in names
-        assert getattr(pytest_tpumem, name) is not None
+        home = importlib.import_module(f"pytest_tpumem.{pytest_tpumem._PUBLIC[name]}")
+        assert getattr(pytest_tpumem, name) is getattr(home, name) and name in vars(home), name
     assert {"check_leaks", "PeakTracker", "TargetCheck", "LeakReport", "Verdict"} <= set(pytest_tpumem.__all__)
 
 

@@ -34,6 +34,9 @@ def test_runtime_peak_sees_program_temporaries(pytester):
     )
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(passed=1, failed=1)
+    # Wildcards: the figure is the card's (the allocator rounds each buffer up, cuBLAS takes a workspace
+    # that differs between an H100 and an H200), and so is the witness (the runtime's peak where it
+    # counts the workspace, else the program's moment): 268.4MB of output plus 16.8MB of arguments.
     result.stdout.fnmatch_lines(["max_hbm: peak 2??.?MB on gpu:0 is over the budget of 200.0MB*judged by *"])
     assert "stand in" not in result.stdout.str()
 
