@@ -2,7 +2,9 @@
 ``v6e:4x4``). Compiling for one is in readings/tpu.py.
 
 The usable HBM per device is what the TPU compiler (libtpu 0.0.42) reports when it refuses a
-program ("exceeds available HBM (15.75G)", binary units); see docs/design/tpu-targets.md.
+program ("exceeds available HBM (15.75G)", binary units); libtpu 0.0.50 reports 0.01G less for
+v5p, v6e and tpu7x. A refused compile's own figure is used where there is one; see
+docs/design/tpu-targets.md.
 """
 
 from __future__ import annotations

@@ -159,6 +159,9 @@ def test_an_eager_operation_under_the_small_size_is_skipped_and_at_it_compiled()
 @needs_libtpu
 @pytest.mark.parametrize("generation", list(GENERATIONS))
 def test_each_generations_usable_hbm_is_what_libtpu_says_when_it_refuses(generation):
+    """The table holds what libtpu 0.0.42 says; libtpu 0.0.50 (with jax 0.12) says 0.01G less for
+    v5p, v6e and tpu7x (31.24G for 31.25G). So a figure may differ from the installed compiler's by
+    one unit of its message's rounding (0.01 GiB, 10.7 MB), never more."""
     import jax
     import jax.numpy as jnp
 
@@ -166,8 +169,9 @@ def test_each_generations_usable_hbm_is_what_libtpu_says_when_it_refuses(generat
 
     too_big = jax.ShapeDtypeStruct((30_000, 1_000_000), jnp.float32)  # 120 GB: over every generation
     e = estimate_hbm(lambda x: (x * 2).sum(), too_big, target=generation)
-    assert e.refused and e.capacity == GENERATIONS[generation][0] == parse_target(generation).hbm_per_device
-    assert e.compiler_message.endswith(f"exceeds available HBM ({GENERATIONS[generation][0] / 2**30:.2f}G)")
+    table = GENERATIONS[generation][0]
+    assert e.refused and table == parse_target(generation).hbm_per_device
+    assert abs(e.capacity - table) <= 0.01 * 2**30 + 1, (e.compiler_message, table / 2**30)
 
 
 DEFAULTS = {  # generation: (default topology, devices per chip) as the plugin names them
