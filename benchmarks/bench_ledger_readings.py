@@ -26,6 +26,7 @@ from _util import load_average, machine, table  # noqa: E402
 
 from pytest_tpumem.readings import devices as device_readings  # noqa: E402
 from pytest_tpumem.readings import host, jaxcompat  # noqa: E402
+from pytest_tpumem.readings.between import BetweenTests  # noqa: E402
 
 
 def timed(fn, repeat: int) -> tuple[float, float]:
@@ -68,6 +69,7 @@ def readings(devices: list) -> dict[str, object]:
         "count and sum(nbytes) of live arrays": lambda: sum(a.nbytes for a in jax.live_arrays()),
         "live bytes per device (each shard, each buffer once)": lambda: device_readings.read_used(devices),
         "bytes of live arrays, each size read once (incremental)": Incremental(),
+        "the plugin's reading: readings.between.BetweenTests().read()": BetweenTests().read,
         "memory_stats() of every device": lambda: [d.memory_stats() for d in devices],
         "client.live_executables() (count)": lambda: len(client.live_executables()),
         "host RSS (/proc/self/status)": host.host_rss,
