@@ -148,44 +148,48 @@ class LiveBytesKept:
     """``live_bytes_by_device`` for a reading taken again and again (between every two tests): each
     array's layout and buffer addresses are read once, when it is first seen, and kept while it
     lives (by id, checked with a weak reference: a freed array's id is reused). Reading an array's
-    layout costs about 0.8 us; a kept one about 0.2 us (benchmarks/README.md (k))."""
+    layout costs about 0.8 us; a kept one a fraction of that (benchmarks/README.md (k))."""
 
     def __init__(self) -> None:
+        # id -> (weak reference, its (device label, buffer address or None) per shard, bytes a shard)
         self._known: dict[int, tuple[Any, tuple[tuple[str, int | None], ...], int]] = {}
+
+    @staticmethod
+    def _entry(arr: Any) -> tuple[Any, tuple[tuple[str, int | None], ...], int]:
+        import weakref
+
+        labels, n = _layout(arr)
+        if len(labels) == 1:
+            try:
+                address = arr.unsafe_buffer_pointer()
+            except Exception:
+                address = None
+            return weakref.ref(arr), ((labels[0], address),), n
+        return weakref.ref(arr), tuple(_shard_addresses(arr, labels)), n
 
     @_one_at_a_time
     def __call__(self) -> dict[str, int]:
-        import weakref
-
         import jax
 
         known, fresh = self._known, {}
         out: dict[str, int] = {}
-        counted: set[tuple[str, int]] = set()
+        counted: set[tuple[str, int | None]] = set()
         for arr in jax.live_arrays():
-            entry = known.get(id(arr))
+            key = id(arr)
+            entry = known.get(key)
             if entry is None or entry[0]() is not arr:
                 try:
-                    labels, n = _layout(arr)
-                    if len(labels) == 1:
-                        try:
-                            address = arr.unsafe_buffer_pointer()
-                        except Exception:
-                            address = None
-                        shards: tuple[tuple[str, int | None], ...] = ((labels[0], address),)
-                    else:
-                        shards = tuple(_shard_addresses(arr, labels))
-                    entry = (weakref.ref(arr), shards, n)
+                    entry = self._entry(arr)
                 except Exception:  # deleted while we walk
                     continue
-            fresh[id(arr)] = entry
-            _, shards, n = entry
-            for label, address in shards:
-                if address is not None and n:
-                    if (label, address) in counted:
-                        continue  # a second jax.Array on a buffer already counted
-                    counted.add((label, address))
-                out[label] = out.get(label, 0) + n
+            fresh[key] = entry
+            shards, n = entry[1], entry[2]
+            for shard in shards:
+                if shard in counted:
+                    continue  # a second jax.Array on a buffer already counted
+                if shard[1] is not None and n:
+                    counted.add(shard)
+                out[shard[0]] = out.get(shard[0], 0) + n
         self._known = fresh
         return out
 
