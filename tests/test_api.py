@@ -1,6 +1,7 @@
 """The public API without pytest: names, the leak report, bad input, and the TPU-target check."""
 
 import importlib.util
+import re
 
 import jax.numpy as jnp
 import pytest
@@ -28,7 +29,11 @@ def test_leaking_is_a_bool_and_the_series_are_named():
     kept.clear()
     clean = check_leaks(lambda: jnp.ones((1_000_000,), jnp.float32).sum(), threshold="2MB")
     assert clean.leaking is False and clean.leaking_series == ()
-    assert message(clean).startswith("leak_check: no leak over 3 iterations: the largest growth was ")
+    # The host's malloc may grow past 2MB in the first runs under load (its arenas); then more runs
+    # confirm there is no leak, and the line says so: the verdict is the same either way.
+    assert re.match(
+        r"leak_check: no leak over 3 iterations(, confirmed by 3 more runs)?: the largest growth was ", message(clean)
+    ), message(clean)
 
 
 def test_a_function_that_is_not_callable_is_one_clear_error():
