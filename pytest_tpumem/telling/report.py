@@ -18,8 +18,9 @@ __all__ = ["SCHEMA", "VERSION", "ReportError", "build", "dumps", "merge_reports"
 
 
 def build(tests: dict[str, Entry], context: dict[str, Any], processes: Iterable[dict[str, Any]] = ()) -> Report:
-    """The whole report: ``tests`` maps a test id to its entry (decisions.entry.Entry.of)."""
-    return Report(context, dict(sorted(tests.items())), tuple(processes))
+    """The whole report: ``tests`` maps a test id to its entry (decisions.entry.Entry.of), in the
+    order the tests ran (the summary keeps it among equals; the file is written sorted by id)."""
+    return Report(context, dict(tests), tuple(processes))
 
 
 def dumps(report: Report) -> bytes:
