@@ -44,6 +44,7 @@ LEAK = ("tests/decisions/test_leak_rule.py", "tests/telling/test_text.py")
 ENTRY = ("tests/decisions/test_entry.py", "tests/telling/test_rows.py")
 UNITS = ("tests/test_units.py",)
 TARGETS = ("tests/decisions/test_boundaries.py", "tests/telling/test_text.py")
+LEDGER = ("tests/test_ledger.py",)
 
 # One mutation a row of arguments: (what, file, old, new, nearest tests), kept compact to read as a table.
 # fmt: off
@@ -180,6 +181,18 @@ MUTATIONS = [
              ("tests/decisions/test_boundaries.py",)),
     Mutation("files: a replaced file loses its mode", "pytest_tpumem/telling/files.py",
              "            os.fchmod(f.fileno(), mode)", "            pass", ("tests/test_files.py", "-k", "mode")),
+    # --- the suite ledger (decisions/ledger.py, readings/devices.py) ------------------------------
+    Mutation("ledger: a residue named only past the threshold, not at it", D + "ledger.py",
+             "return threshold > 0 and residue >= threshold", "return threshold > 0 and residue > threshold",
+             LEDGER + ("-k", "threshold")),
+    Mutation("ledger: a failed test's traceback-kept arrays blamed on it", D + "ledger.py",
+             'if self.explanation is not None and self.outcome == "failed" else 0',
+             'if self.explanation is not None and self.outcome == "failure" else 0', LEDGER + ("-k", "planted")),
+    Mutation("ledger: an array's owner taken from the latest reading, not the first", "pytest_tpumem/readings/devices.py",
+             "            if entry is None or entry[0]() is not arr:\n                try:\n                    entry = self._entry(arr, owner)",
+             "            if True:\n                try:\n                    entry = self._entry(arr, owner)", LEDGER + ("-k", "planted")),
+    Mutation("ledger: one test's arrays or programs make a pattern", D + "ledger.py",
+             "if site is not None and len(t) >= 2]", "if site is not None and len(t) >= 1]", LEDGER + ("-k", "planted")),
 ]
 # fmt: on
 

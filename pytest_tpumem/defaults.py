@@ -15,6 +15,7 @@ SMALL_EAGER = 2**20  # TPU target: an eager operation on less data than this (ar
 SWEEP_ITERATIONS = 1  # --tpumem-leak-check=all: runs judged after the warmup (a growth is then confirmed)
 CONFIRM_RUNS = 2  # a growth to confirm (host-only, or under the sweep) is read over this many more runs at least (or as many as the iterations)
 SWEEP_WARMUP = 1  # --tpumem-leak-check=all: runs before the baseline
+RESIDUE = 10 * 10**6  # the suite ledger names a test that leaves this many bytes of its arrays alive
 COMPARE_FLOOR = 10**6  # a percentage tolerance judges only changes of at least this many bytes
 # --tpumem-leak-check=all: caches kept between runs, as in a plain run (a cache that grows is a leak)
 SWEEP_CLEAR_CACHES = False

@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.enabled:
         from .glue import chips
         from .glue.active import MEASURER, NAMES, REPORTER
+        from .glue.ledger import Ledger
         from .glue.measure import Measurer
         from .glue.reporter import Reporter
 
@@ -66,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         measurer = config.stash[MEASURER] = Measurer(config, settings, reporter)
         config.pluginmanager.register(reporter, NAMES[0])
         config.pluginmanager.register(measurer, NAMES[1])
+        config.pluginmanager.register(Ledger(config, settings), NAMES[2])
         return
     from .glue.off import Off
 

@@ -1,5 +1,5 @@
 """Where the active part is found, under --tpumem: ``config.stash[MEASURER]`` (glue/measure.py,
-per test) and ``config.stash[REPORTER]`` (glue/reporter.py, per run); absent while the plugin is off."""
+per test) and ``config.stash[REPORTER]`` (glue/reporter.py, per run); the suite ledger (glue/ledger.py) is registered beside them; absent while the plugin is off."""
 
 from __future__ import annotations
 
@@ -13,4 +13,4 @@ if TYPE_CHECKING:
 
 MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()
 REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()
-NAMES = ("tpumem-reporter", "tpumem-measurer")  # the names they are registered under, as plugins
+NAMES = ("tpumem-reporter", "tpumem-measurer", "tpumem-ledger")  # the names they are registered under, as plugins

@@ -95,6 +95,13 @@ def to_path(value: Any, where: str) -> str:
     return text
 
 
+def to_ledger(value: Any, where: str) -> str:
+    """A flight recorder's path, or off."""
+    if str(value).strip().lower() == "off":
+        return "off"
+    return to_path(value, where)
+
+
 def to_tolerances(value: Any, where: str) -> tuple[Any, ...]:
     from ..decisions.compare import ToleranceError, parse_tolerances
 
@@ -241,6 +248,19 @@ OPTIONS = (
         to_tolerances,
     ),
     Option(
+        "tpumem_residue",
+        "the suite ledger names each test that leaves this much of the arrays it made alive after its teardown, "
+        f"with what made and keeps them (default {format_size(defaults.RESIDUE)}; 0 names none)",
+        to_size,
+    ),
+    Option(
+        "tpumem_ledger",
+        "the ledger's flight recorder: a JSON object a line, flushed after every test, so a process killed "
+        "mid-run still says which test it was in (default .pytest_cache/d/tpumem/ledger.jsonl, a pytest-xdist "
+        "worker's ledger.gw1.jsonl; off writes none)",
+        to_ledger,
+    ),
+    Option(
         "tpumem_tpu_chips",
         "under pytest-xdist on a TPU host: give each worker chips of its own (TPU_VISIBLE_CHIPS, TPU_PROCESS_BOUNDS, "
         "TPU_CHIPS_PER_PROCESS_BOUNDS, ALLOW_MULTIPLE_LIBTPU_LOAD), the host's chips shared evenly; "
@@ -271,6 +291,8 @@ class Settings(NamedTuple):
     compare_fail: tuple[Any, ...] = ()  # decisions.compare.Tolerance
     compare_missing: str = COMPARE_MISSING[0]
     tpu_chips: int | str | None = None  # "auto", or the host's chip count
+    residue: int = defaults.RESIDUE  # the suite ledger names a test that leaves this much behind
+    ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
@@ -322,7 +344,7 @@ def resolve(
         raw, where = _raw(option, getoption, getini)
         if raw is not None:
             value = option.convert(raw, where)
-            if option.convert is to_path:
+            if option.convert in (to_path, to_ledger) and value != "off":
                 value = _absolute(value, ini_dir if where.startswith("ini") and ini_dir else base_dir)
             values[option.name] = value
     settings = Settings(
@@ -343,6 +365,8 @@ def resolve(
         compare_fail=values.get("tpumem_compare_fail", ()),
         compare_missing=values.get("tpumem_compare_missing", COMPARE_MISSING[0]),
         tpu_chips=values.get("tpumem_tpu_chips"),
+        residue=values.get("tpumem_residue", defaults.RESIDUE),
+        ledger_path=values.get("tpumem_ledger"),
         given=frozenset(values),
     )
     if not settings.enabled:

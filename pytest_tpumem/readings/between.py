@@ -2,7 +2,12 @@
 (issue 18; docs/design/ledger.md). Per local device the runtime's bytes in use where it reports
 them (GPU, TPU), else the bytes of live arrays (the CPU stand-in, each array's layout read once);
 the programs jax holds compiled; host RSS. No backend is started for it: before the suite has
-started one, a reading says so and has no device figures."""
+started one, a reading says so and has no device figures.
+
+Each reading is taken for an owner (the test that just ended, or a wider-scope fixture just set
+up): the live arrays and programs it sees for the first time are that owner's, and each reading
+says the bytes alive per owner, so what a test left behind is told apart from what fixtures and
+other tests hold, whatever was freed meanwhile."""
 
 from __future__ import annotations
 
@@ -23,6 +28,10 @@ class Between:
     stand_in: bool = False  # the device figures are live arrays' bytes (no runtime figure)
     executables: int | None = None  # programs compiled and held by jax's caches; None where not listed
     rss: int | None = None
+    owned: dict[str, int] = field(default_factory=dict)  # owner -> bytes of live arrays it made (each buffer once)
+    compiled: dict[Any, int] = field(
+        default_factory=dict
+    )  # programs first seen now, by the user's line (Frame or None)
 
 
 class BetweenTests:
@@ -31,17 +40,40 @@ class BetweenTests:
     def __init__(self) -> None:
         self._live = device_readings.LiveBytesKept()
         self._devices: list[Any] | None = None
+        self._programs: set[int] | None = None  # ids of the executables held at the last reading
 
-    def read(self) -> Between:
+    def arrays_of(self, owner: str) -> list[Any]:
+        """The live arrays (at the last reading) that ``owner`` made."""
+        return self._live.arrays_of(owner)
+
+    def programs_by_site(self) -> dict[Any, int]:
+        """The programs jax holds now, by the user's line that compiled them (about 10 us each)."""
+        from .programs import held_by_site
+
+        return held_by_site(self._devices or [])
+
+    def bytes_limits(self) -> dict[str, int]:
+        """Each device's bytes_limit where the runtime reports one (none on CPU)."""
+        out = {}
+        for dev in self._devices or []:
+            limit = device_readings.memory_stats(dev) or {}
+            if isinstance(limit.get("bytes_limit"), int):
+                out[device_readings.device_label(dev)] = limit["bytes_limit"]
+        return out
+
+    def read(self, owner: str = "") -> Between:
+        """The reading now; arrays and programs not seen before are ``owner``'s."""
         rss = host_rss()
         if not jaxcompat.backends_started():
+            self._programs = set()  # nothing is compiled without a backend: what comes next is new
             return Between(False, rss=rss)
         if self._devices is None:
             self._devices = device_readings.local_devices()  # the backend runs: this starts nothing
         devices = self._devices
         in_use = device_readings.read_in_use(devices)
         stand_in = len(in_use) < len(devices)
-        figures = self._live() if stand_in else in_use
+        live = self._live(owner)  # walked on every platform: who made what is still alive
+        figures = live if stand_in else in_use
         listed = jaxcompat.live_executables(devices[0].client) if devices else None
         return Between(
             True,
@@ -49,4 +81,19 @@ class BetweenTests:
             stand_in,
             len(listed) if listed is not None else None,
             rss,
+            dict(self._live.owned),
+            self._compiled(listed),
         )
+
+    def _compiled(self, listed: list[Any] | None) -> dict[Any, int]:
+        """The programs in ``listed`` not held at the last reading, by the user's line that compiled
+        them (told by identity: jax's executables take no weak reference, and none is kept here)."""
+        if listed is None:
+            return {}
+        ids = {id(e) for e in listed}
+        before, self._programs = self._programs, ids
+        if before is None:
+            return {}  # the first reading: what was compiled before it is no owner's
+        from .programs import count_by_site
+
+        return count_by_site([e for e in listed if id(e) not in before])

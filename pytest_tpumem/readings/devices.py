@@ -148,14 +148,18 @@ class LiveBytesKept:
     """``live_bytes_by_device`` for a reading taken again and again (between every two tests): each
     array's layout and buffer addresses are read once, when it is first seen, and kept while it
     lives (by id, checked with a weak reference: a freed array's id is reused). Reading an array's
-    layout costs about 0.8 us; a kept one a fraction of that (benchmarks/README.md (k))."""
+    layout costs about 0.8 us; a kept one a fraction of that (benchmarks/README.md (k)).
+
+    Each array also keeps the ``owner`` of the reading that first saw it (the suite ledger's test
+    or fixture that made it), and ``owned`` holds the bytes alive per owner after each reading."""
 
     def __init__(self) -> None:
-        # id -> (weak reference, its (device label, buffer address or None) per shard, bytes a shard)
-        self._known: dict[int, tuple[Any, tuple[tuple[str, int | None], ...], int]] = {}
+        # id -> (weak reference, its (device label, buffer address or None) per shard, bytes a shard, owner)
+        self._known: dict[int, tuple[Any, tuple[tuple[str, int | None], ...], int, str]] = {}
+        self.owned: dict[str, int] = {}  # owner -> bytes of its arrays alive at the last reading
 
     @staticmethod
-    def _entry(arr: Any) -> tuple[Any, tuple[tuple[str, int | None], ...], int]:
+    def _entry(arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
         import weakref
 
         labels, n = _layout(arr)
@@ -164,33 +168,46 @@ class LiveBytesKept:
                 address = arr.unsafe_buffer_pointer()
             except Exception:
                 address = None
-            return weakref.ref(arr), ((labels[0], address),), n
-        return weakref.ref(arr), tuple(_shard_addresses(arr, labels)), n
+            return weakref.ref(arr), ((labels[0], address),), n, owner
+        return weakref.ref(arr), tuple(_shard_addresses(arr, labels)), n, owner
 
     @_one_at_a_time
-    def __call__(self) -> dict[str, int]:
+    def __call__(self, owner: str = "") -> dict[str, int]:
         import jax
 
         known, fresh = self._known, {}
         out: dict[str, int] = {}
+        owned: dict[str, int] = {}
         counted: set[tuple[str, int | None]] = set()
         for arr in jax.live_arrays():
             key = id(arr)
             entry = known.get(key)
             if entry is None or entry[0]() is not arr:
                 try:
-                    entry = self._entry(arr)
+                    entry = self._entry(arr, owner)
                 except Exception:  # deleted while we walk
                     continue
             fresh[key] = entry
-            shards, n = entry[1], entry[2]
+            shards, n, made_by = entry[1], entry[2], entry[3]
             for shard in shards:
                 if shard in counted:
                     continue  # a second jax.Array on a buffer already counted
                 if shard[1] is not None and n:
                     counted.add(shard)
                 out[shard[0]] = out.get(shard[0], 0) + n
+                owned[made_by] = owned.get(made_by, 0) + n
         self._known = fresh
+        self.owned = owned
+        return out
+
+    def arrays_of(self, owner: str) -> list[Any]:
+        """The arrays alive at the last reading that ``owner`` made (first seen at one of its readings)."""
+        out = []
+        for ref, _, _, made_by in self._known.values():
+            if made_by == owner:
+                arr = ref()
+                if arr is not None:
+                    out.append(arr)
         return out
 
 

@@ -1,0 +1,164 @@
+"""The suite ledger's decisions (issue 18; docs/design/ledger.md): from the readings taken between
+tests, each test's line (what it left behind, what changed, what it compiled), which lines are
+named and why, and the session's account at the end. Nothing here reads memory: the readings come
+from readings.between, the explanations from measuring.ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..measuring.ledger import Explanation, Holder
+
+BEFORE_TESTS = "(before the first test)"  # the owner of what was alive when the first test began
+
+
+def fixture_owner(scope: str, name: str, baseid: str) -> str:
+    """The ledger's owner key of a wider-scope fixture (never a test id: it has no "::" first)."""
+    return f"{scope} fixture {name}" + (f" ({baseid})" if baseid else "")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One test's line: what memory looked like after its teardown and what it left behind."""
+
+    test: str
+    index: int  # 1 for the first test of this process
+    outcome: str  # passed, failed, skipped, error ("" where no report said)
+    started: bool  # a backend was running after it; False: no device figures
+    devices: dict[str, int] = field(default_factory=dict)  # device figure after it (bytes in use, or live arrays')
+    stand_in: bool = False
+    change: dict[str, int] = field(default_factory=dict)  # device figure less the last line's
+    residue: int = 0  # bytes of live arrays the test made, alive after its teardown
+    executables: int | None = None
+    compiled: int = 0  # programs jax holds that were first seen after it
+    rss: int | None = None
+    fixtures: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures it set up: (owner, bytes they made, alive)
+    ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended in it: (owner, bytes still alive)
+    explanation: Explanation | None = None
+
+    @property
+    def left(self) -> int:
+        """The residue a test is named for: what it made and left alive, less what only its failed
+        traceback holds (pytest drops that when the next test starts)."""
+        held = self.explanation.traceback if self.explanation is not None and self.outcome == "failed" else 0
+        return max(0, self.residue - held)
+
+
+def over(residue: int, threshold: int) -> bool:
+    """Whether a residue is worth explaining (and, explained, naming): at or over the threshold; a
+    threshold of 0 names nothing."""
+    return threshold > 0 and residue >= threshold
+
+
+def named(line: Line, threshold: int) -> bool:
+    """Whether the summary names the test for what it left behind."""
+    return over(line.left, threshold)
+
+
+def line_of(
+    test: str,
+    index: int,
+    outcome: str,
+    reading: Any,
+    last: Any,
+    fixtures: tuple[tuple[str, int], ...] = (),
+    ended: tuple[tuple[str, int], ...] = (),
+    explanation: Explanation | None = None,
+    compiled: dict[Any, int] | None = None,
+) -> Line:
+    """The line of ``test`` from the reading after it (readings.between.Between) and the one before;
+    ``compiled``: the programs first seen at its readings, by line (else the reading's)."""
+    change = {}
+    if reading.started:
+        before = last.devices if last is not None and last.started else {}
+        change = {label: n - before.get(label, 0) for label, n in reading.devices.items()}
+    return Line(
+        test=test,
+        index=index,
+        outcome=outcome,
+        started=reading.started,
+        devices=dict(reading.devices),
+        stand_in=reading.stand_in,
+        change=change,
+        residue=reading.owned.get(test, 0),
+        executables=reading.executables,
+        compiled=sum((reading.compiled if compiled is None else compiled).values()),
+        rss=reading.rss,
+        fixtures=fixtures,
+        ended=ended,
+        explanation=explanation,
+    )
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Arrays, or programs, alive at the end that several tests left from one line of code."""
+
+    site: Any  # readings.frames.Frame
+    tests: int  # how many tests left them
+    nbytes: int = 0  # arrays: their bytes alive at the end
+    programs: int = 0  # programs: how many jax holds at the end
+
+
+@dataclass(frozen=True)
+class Session:
+    """The ledger of one process's run, told at the end."""
+
+    first: Any  # the reading before the first test (readings.between.Between), None where no test ran
+    last: Any  # the reading at the end
+    lines: tuple[Line, ...]
+    threshold: int
+    bytes_limit: dict[str, int] = field(default_factory=dict)  # per device, where the runtime reports it
+    patterns: tuple[Pattern, ...] = ()
+    fixtures_ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended: bytes still alive
+    fixture_holds: tuple[tuple[str, tuple[Holder, ...]], ...] = ()  # fixtures holding the threshold or more, by path
+    after_gc: dict[str, int] = field(default_factory=dict)  # owner -> bytes alive at the end after gc.collect()
+
+    def worst(self, top: int) -> list[Line]:
+        """The named lines, the most left behind first (run order among equals)."""
+        lines = [line for line in self.lines if named(line, self.threshold)]
+        return sorted(lines, key=lambda line: -line.left)[: max(top, 0)]
+
+    def named_count(self) -> int:
+        return sum(1 for line in self.lines if named(line, self.threshold))
+
+    def kept_by_tracebacks(self) -> list[Line]:
+        """Failed tests whose traceback kept the threshold or more of their arrays after their teardown."""
+        return [
+            line
+            for line in self.lines
+            if line.outcome == "failed"
+            and line.explanation is not None
+            and over(line.explanation.traceback, self.threshold)
+        ]
+
+    def alive_at_end(self, test: str) -> int:
+        """Bytes of the arrays ``test`` made that were still alive at the end."""
+        return self.last.owned.get(test, 0) if self.last is not None else 0
+
+
+def patterns(
+    made_at_end: list[tuple[Any, str, int]], programs_by_test: dict[Any, set[str]], held_programs: dict[Any, int]
+) -> tuple[Pattern, ...]:
+    """Lines of code that several tests left arrays or programs from, alive at the end: from
+    ``made_at_end`` ((site, test, bytes) of each test-made array alive at the end),
+    ``programs_by_test`` (site -> the tests that compiled programs there) and ``held_programs``
+    (site -> programs held at the end). The arrays' patterns first, then the programs', each
+    largest first; what one test alone left is its line's, not a pattern."""
+    by_site: dict[Any, tuple[set[str], int]] = {}
+    for site, test, nbytes in made_at_end:
+        tests, total = by_site.get(site, (set(), 0))
+        tests.add(test)
+        by_site[site] = (tests, total + nbytes)
+    arrays = [
+        Pattern(site, len(t), nbytes) for site, (t, nbytes) in by_site.items() if site is not None and len(t) >= 2
+    ]
+    programs = [
+        Pattern(site, len(programs_by_test[site]), programs=n)
+        for site, n in held_programs.items()
+        if site is not None and n and len(programs_by_test.get(site, ())) >= 2
+    ]
+    return tuple(sorted(arrays, key=lambda p: (-p.nbytes, str(p.site)))) + tuple(
+        sorted(programs, key=lambda p: (-p.programs, str(p.site)))
+    )

@@ -1,0 +1,308 @@
+"""The suite ledger's part of the active plugin (issue 18; docs/design/ledger.md): one reading
+after every test's teardown (and its function-scoped fixtures' release), two around the setup of
+each fixture of a wider scope, the line of each test kept and appended to the flight recorder, the
+lines at or over the residue threshold explained, and the session told at the end. In a
+pytest-xdist worker the ledger is told by the controller; when a worker crashes, the controller
+adds the test it died in and that worker's last readings, from its flight recorder, to the report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..decisions.ledger import BEFORE_TESTS, Line, Session, fixture_owner, line_of, over
+from .options import Settings
+
+LEDGER_OUTPUT = "tpumem_ledger"  # pytest-xdist workeroutput key: the worker's summary lines
+
+
+def recorder_path(config: pytest.Config, settings: Settings) -> str | None:
+    """This process's flight recorder: --tpumem-ledger (a pytest-xdist worker's named with its id),
+    else in pytest's cache directory (.pytest_cache/d/tpumem/); None where it is off or there is
+    no cache (-p no:cacheprovider)."""
+    path = settings.ledger_path
+    if path == "off":
+        return None
+    if path is None:
+        cache = getattr(config, "cache", None)
+        if cache is None:
+            return None
+        try:
+            path = str(cache.mkdir("tpumem") / "ledger.jsonl")
+        except OSError:
+            return None
+    worker = worker_id(config)
+    return worker_path(path, worker) if worker else path
+
+
+def worker_id(config: pytest.Config) -> str:
+    """The pytest-xdist worker's id ("gw1"), "" outside a worker."""
+    return str(getattr(config, "workerinput", {}).get("workerid", ""))
+
+
+def worker_path(path: str, worker: str) -> str:
+    """``ledger.jsonl`` -> ``ledger.gw1.jsonl``."""
+    root, ext = os.path.splitext(path)
+    return f"{root}.{worker}{ext or '.jsonl'}"
+
+
+class FlightRecorder:
+    """The ledger appended to a file, a JSON object a line, flushed after each (no fsync: a process
+    killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not)."""
+
+    def __init__(self, path: str, header: dict[str, Any]):
+        import json
+
+        self.path = path
+        self._dumps = json.dumps
+        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (open for the run, closed at its end)
+        self.write(header)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(self._dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Ledger:
+    """Reads between tests and keeps each test's line (registered under --tpumem)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings):
+        from ..readings.between import BetweenTests
+
+        self.config = config
+        self.settings = settings
+        self.threshold = settings.residue
+        self.reader = BetweenTests()
+        self.first: Any = None  # the reading before the first test
+        self.last: Any = None  # the last reading
+        self.lines: list[Line] = []
+        self.current: str | None = None  # the test running now
+        self.outcome = ""
+        self.set_up: list[str] = []  # wider-scope fixtures the running test set up
+        self.ended: list[str] = []  # wider-scope fixtures whose scope ended in the running test
+        self.active: dict[str, Any] = {}  # wider-scope fixtures alive: owner -> FixtureDef
+        self.fixture_bytes: dict[str, int] = {}  # owner -> bytes of arrays it made, alive after its setup
+        self.fixture_holds: dict[str, Any] = {}  # owner -> what its value holds, by path (over the threshold)
+        self.fixtures_ended: dict[str, int] = {}  # owner -> bytes of what it made alive after its scope ended
+        self.compiled_sites: dict[Any, set[str]] = {}  # site -> the tests that compiled programs there
+        self._compiled_now: dict[Any, int] = {}  # programs the running test compiled, seen at its readings
+        self.session: Session | None = None
+        self.recorder: FlightRecorder | None = None
+        self.recorder_error = ""
+        self.crashes: list[str] = []  # pytest-xdist controller: lines said of crashed workers
+        self.worker_lines: dict[str, list[str]] = {}  # pytest-xdist controller: each worker's summary
+
+    # --- the flight recorder ---------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.config.pluginmanager.has_plugin("dsession"):
+            return  # a pytest-xdist controller runs no test: its workers record
+        path = recorder_path(self.config, self.settings)
+        if path is None:
+            return
+        from ..telling.ledger import recorder_header
+
+        try:
+            self.recorder = FlightRecorder(path, recorder_header(os.getpid(), worker_id(self.config)))
+        except OSError as e:
+            from ..telling.ledger import recorder_not_written
+
+            self.recorder_error = recorder_not_written(path, e)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self.recorder is None:
+            return
+        try:
+            self.recorder.write(record)
+        except (OSError, ValueError) as e:  # a full disk; never the test's failure
+            from ..telling.ledger import recorder_not_written
+
+            self.recorder_error = recorder_not_written(self.recorder.path, e)
+            self.recorder = None
+
+    # --- around each test ------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
+        if self.last is None:
+            self.first = self.last = self.reader.read(BEFORE_TESTS)
+        self.current, self.outcome = item.nodeid, ""
+        self.set_up, self.ended, self._compiled_now = [], [], {}
+        self._record({"start": item.nodeid})
+        try:
+            return (yield)
+        finally:
+            self._after(item)
+            self.current = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.nodeid != self.current:
+            return
+        if report.failed:
+            self.outcome = "failed" if report.when == "call" else "error"
+        elif report.skipped and not self.outcome:
+            self.outcome = "skipped"
+        elif report.when == "call" and not self.outcome:
+            self.outcome = "passed"
+
+    def _take(self, owner: str) -> Any:
+        """A reading for ``owner``; the programs first seen in it are the running test's."""
+        reading = self.reader.read(owner)
+        if owner == self.current:
+            for site, n in reading.compiled.items():
+                self._compiled_now[site] = self._compiled_now.get(site, 0) + n
+        return reading
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+        """A fixture of a wider scope: what it makes while set up is its own, not the test's."""
+        if fixturedef.scope == "function" or self.current is None:
+            return (yield)
+        self._take(self.current)  # what the test made so far is the test's
+        owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        try:
+            return (yield)
+        finally:
+            reading = self._take(owner)
+            self.active[owner] = fixturedef
+            self.set_up.append(owner)
+            held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
+            if over(held, self.threshold):
+                from ..measuring.ledger import fixture_holds
+
+                self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
+
+    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
+        if fixturedef.scope == "function":
+            return
+        owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        if self.active.pop(owner, None) is not None:
+            self.ended.append(owner)
+
+    def _after(self, item: pytest.Item) -> None:
+        """After the test's protocol (its teardown done, its fixtures' values dropped): its line."""
+        test = item.nodeid
+        last = self.last
+        reading = self._take(test)
+        compiled = dict(self._compiled_now)
+        explanation = None
+        if reading.started and over(reading.owned.get(test, 0), self.threshold):
+            from ..measuring.ledger import explain, module_values
+
+            values = {f"{owner}'s value": _value(fixturedef) for owner, fixturedef in self.active.items()}
+            values.update(module_values(getattr(item, "module", None)))
+            reading, explanation = explain(self.reader, test, reading, self.outcome, values, compiled)
+        for site in compiled:
+            self.compiled_sites.setdefault(site, set()).add(test)
+        ended = tuple((owner, reading.owned.get(owner, 0)) for owner in self.ended)
+        self.fixtures_ended.update(ended)
+        fixtures = tuple((owner, self.fixture_bytes.get(owner, 0)) for owner in self.set_up)
+        line = line_of(test, len(self.lines) + 1, self.outcome, reading, last, fixtures, ended, explanation, compiled)
+        self.lines.append(line)
+        self.last = reading
+        from ..telling.ledger import line_record
+
+        self._record(line_record(line))
+
+    # --- the end ---------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.first is not None:
+            self.session = self._session()
+        if self.recorder is not None:
+            from ..telling.ledger import end_record
+
+            self._record(end_record(self.session))
+            if self.recorder is not None:
+                self.recorder.close()
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[LEDGER_OUTPUT] = self.summary_lines()
+
+    def _session(self) -> Session:
+        from ..decisions.ledger import patterns
+        from ..measuring.ledger import made_at_end
+
+        end = self.reader.read("(after the last test)")
+        collected = {}
+        if end.started:
+            import gc
+
+            gc.collect()  # once, after the last test: what only reference cycles kept is told apart
+            collected = self.reader.read("(after the last test)").owned
+            self.reader.read("(after the last test)")
+        tests = {line.test for line in self.lines}
+        left = made_at_end(self.reader, [o for o in end.owned if o in tests]) if end.started else []
+        held = self.reader.programs_by_site() if end.started else {}
+        return Session(
+            self.first,
+            end,
+            tuple(self.lines),
+            self.threshold,
+            self.reader.bytes_limits() if end.started else {},
+            patterns(left, self.compiled_sites, held),
+            tuple(sorted(self.fixtures_ended.items())),
+            tuple(sorted(self.fixture_holds.items())),
+            collected,
+        )
+
+    def summary_lines(self) -> list[str]:
+        from ..telling.ledger import session_lines
+
+        lines = session_lines(self.session, self.settings.top) if self.session is not None else []
+        return lines + ([self.recorder_error] if self.recorder_error else [])
+
+    # --- pytest-xdist controller -----------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died in ``crashitem``: its flight recorder's last readings join the report."""
+        worker = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", ""))
+        path = recorder_path(self.config, self.settings)
+        if not worker or path is None:
+            return
+        from ..telling.ledger import crash_lines
+
+        said = crash_lines(worker, crashitem, worker_path(path, worker))
+        self.crashes += said
+        report.longrepr = f"{report.longrepr}\n" + "\n".join(said)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        lines = output.get(LEDGER_OUTPUT)
+        if isinstance(lines, list) and lines:
+            self.worker_lines[str(getattr(node.gateway, "id", "?"))] = [str(x) for x in lines]
+
+    @pytest.hookimpl(trylast=True)  # after the measured tests' summary
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.settings.top == 0:
+            return
+        workers = self.worker_lines
+        mine = self.summary_lines()
+        if not mine and not workers and not self.crashes:
+            return
+        terminalreporter.write_sep("-", "tpumem ledger")
+        for line in mine:
+            terminalreporter.write_line(line)
+        for worker, lines in sorted(workers.items()):
+            terminalreporter.write_line(f"[{worker}]")
+            for line in lines:
+                terminalreporter.write_line(f"  {line}")
+        for line in self.crashes:
+            terminalreporter.write_line(line, red=True)
+
+
+def _value(fixturedef: Any) -> Any:
+    """A fixture's value while it is set up (None where it raised or is gone)."""
+    cached = getattr(fixturedef, "cached_result", None)
+    if not cached or cached[2] is not None:
+        return None
+    return cached[0]

@@ -1,0 +1,214 @@
+"""The suite ledger's measurements beyond its one reading a test: for a line at or over the
+threshold, what the arrays the test left are (by the line that made them), who keeps them (the
+failed test's traceback, fixtures of a wider scope, the test module's globals, by pytree path),
+what gc.collect() frees of them; and for a wider-scope fixture, what its value holds by path.
+Explaining costs (a collection, a walk of values), so it is done only for those lines."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..readings.between import Between, BetweenTests
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Where arrays are kept alive: a fixture's value or a module's global, and the pytree path."""
+
+    holder: str  # "module fixture params", "global CACHE of tests/test_x.py", "its traceback"
+    path: str  # "['opt_state'][0].mu", "" for the value itself
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Made:
+    """Arrays alive that one line of the user's code made (a line's arrays added up)."""
+
+    site: Any  # readings.frames.Frame, or None where jax recorded no stack
+    nbytes: int
+    count: int
+    shape: str  # one of them, "f32[4000000]"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a line's residue is what it is; read only for lines at or over the threshold."""
+
+    made: tuple[Made, ...] = ()  # the arrays it made, by line, largest first
+    held: tuple[Holder, ...] = ()  # who keeps them (fixtures of a wider scope, the test module's globals)
+    traceback: int = 0  # of them, bytes reachable from the failed test's traceback (sys.last_traceback)
+    collected: int = 0  # bytes gc.collect() freed of them (held in reference cycles only)
+    programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
+
+
+def _key(array: Any) -> Any:
+    """What tells an array's memory apart: its device buffers (two jax.Arrays may share them), else its id."""
+    from ..readings.devices import buffer_key
+
+    return buffer_key(array) or id(array)
+
+
+def _jax_array(value: Any) -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(value, jax.Array)
+
+
+def _leaves_with_paths(value: Any) -> list[tuple[str, Any]]:
+    """``value``'s jax.Array leaves with their pytree paths ("['opt_state'][0].mu"); [] where it is
+    not a pytree jax can flatten."""
+    if _jax_array(value):
+        return [("", value)]
+    import warnings
+
+    import jax
+
+    try:
+        with warnings.catch_warnings():  # jax warns of iterables it treats as leaves: not the suite's to see
+            warnings.simplefilter("ignore")
+            leaves, _ = jax.tree_util.tree_flatten_with_path(value)
+    except Exception:  # keys that do not sort, a registered node that raises
+        return []
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in leaves if _jax_array(leaf)]
+
+
+def _unique(arrays: Iterable[Any]) -> list[Any]:
+    """Arrays on distinct buffers (jaxlib up to 0.11 makes a second jax.Array on the buffer of an
+    array a jit closes over: it is counted once)."""
+    from ..readings.devices import buffer_key
+
+    out, seen = [], set()
+    for a in arrays:
+        key = buffer_key(a)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(a)
+    return out
+
+
+def made_by_line(arrays: list[Any]) -> tuple[Made, ...]:
+    """``arrays`` added up by the user's line that made them, largest first."""
+    from ..readings.arrays import describe
+
+    by_site: dict[Any, list[Any]] = {}
+    for a in arrays:
+        info = describe(a)
+        if info is None:
+            continue
+        nbytes, count, shape = by_site.get(info.site, (0, 0, info.shape))
+        by_site[info.site] = [nbytes + info.nbytes, count + 1, shape]
+    made = [Made(site, n, count, shape) for site, (n, count, shape) in by_site.items()]
+    return tuple(sorted(made, key=lambda m: (-m.nbytes, str(m.site))))
+
+
+def traceback_arrays(exc: BaseException | None) -> set[Any]:
+    """The buffers (or ids) of the jax arrays the frames of ``exc``'s traceback hold in their locals (directly or in
+    a pytree): what a failed test's traceback keeps alive while pytest keeps it."""
+    out: set[Any] = set()
+    tb = getattr(exc, "__traceback__", None) if exc is not None else None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            out.update(_key(a) for _, a in _leaves_with_paths(value))
+        tb = tb.tb_next
+    return out
+
+
+def _last_exception() -> BaseException | None:
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    return exc if isinstance(exc, BaseException) else None
+
+
+def module_values(module: Any) -> dict[str, Any]:
+    """The test module's globals that may hold arrays (not modules, functions or classes)."""
+    if not isinstance(module, types.ModuleType):
+        return {}
+    skip = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+    return {
+        f"global {name} of {getattr(module, '__name__', '?')}": value
+        for name, value in vars(module).items()
+        if not name.startswith("__") and not isinstance(value, skip)
+    }
+
+
+def holders(values: dict[str, Any], arrays: list[Any]) -> tuple[Holder, ...]:
+    """Which of ``values`` (a holder's name -> its value) keep which of ``arrays``, by pytree path:
+    one Holder a holder, its first path, the bytes of the arrays it keeps; largest first."""
+    from ..readings.arrays import describe
+
+    wanted = {_key(a) for a in arrays}
+    out = []
+    for name, value in values.items():
+        found, keys = [], set()
+        for path, a in _leaves_with_paths(value):
+            key = _key(a)
+            if key in wanted and key not in keys:
+                keys.add(key)
+                found.append((path, a))
+        if not found:
+            continue
+        nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
+        path = found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
+        out.append(Holder(name, path, nbytes))
+    return tuple(sorted(out, key=lambda h: (-h.nbytes, h.holder)))
+
+
+def explain(
+    reader: BetweenTests,
+    test: str,
+    reading: Between,
+    outcome: str,
+    values: dict[str, Any],
+    compiled: dict[Any, int],
+) -> tuple[Between, Explanation]:
+    """Why ``test`` left ``reading.owned[test]`` behind; the reading again after gc.collect() (the
+    line's figures: what only reference cycles held is not left behind) and the explanation.
+    ``values``: what may hold the test's arrays (wider-scope fixtures' values, the module's globals);
+    ``compiled``: the programs it compiled that jax holds, by line."""
+    residue = reading.owned.get(test, 0)
+    gc.collect()
+    again = reader.read(test)
+    collected = max(0, residue - again.owned.get(test, 0))
+    arrays = _unique(reader.arrays_of(test))
+    from ..readings.arrays import describe
+
+    held_by_tb = 0
+    if outcome == "failed":
+        ids = traceback_arrays(_last_exception())
+        held_by_tb = sum(info.nbytes for a in arrays if _key(a) in ids and (info := describe(a)) is not None)
+    explanation = Explanation(
+        made=made_by_line(arrays),
+        held=holders(values, arrays),
+        traceback=held_by_tb,
+        collected=collected,
+        programs=tuple(sorted(compiled.items(), key=lambda kv: (-kv[1], str(kv[0])))),
+    )
+    return again, explanation
+
+
+def fixture_holds(reader: BetweenTests, owner: str, value: Any) -> tuple[Holder, ...]:
+    """What a wider-scope fixture's value holds of the arrays it made, by pytree path (largest first)."""
+    from ..readings.arrays import describe
+
+    mine = {_key(a) for a in reader.arrays_of(owner)}
+    found = [(path, a) for path, a in _leaves_with_paths(value) if _key(a) in mine]
+    out = [Holder(owner, path, info.nbytes) for path, a in found if (info := describe(a)) is not None]
+    return tuple(sorted(out, key=lambda h: (-h.nbytes, h.path)))
+
+
+def made_at_end(reader: BetweenTests, owners: Iterable[str]) -> list[tuple[Any, str, int]]:
+    """(site, owner, bytes) of each array alive now that one of ``owners`` made: once, at the end."""
+    from ..readings.arrays import describe
+
+    out = []
+    for owner in owners:
+        for a in _unique(reader.arrays_of(owner)):
+            info = describe(a)
+            if info is not None:
+                out.append((info.site, owner, info.nbytes))
+    return out

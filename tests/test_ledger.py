@@ -1,0 +1,230 @@
+"""The suite ledger (issue 18) on planted suites: each test read after its teardown, what a test
+left behind named with the line that made it and what keeps it, a wider-scope fixture's memory its
+own (and seen freed when its scope ends), a failed test's traceback told apart, patterns across
+tests, and the flight recorder that survives a killed process (and a crashed pytest-xdist worker)."""
+
+import json
+import re
+
+import pytest
+
+MB = 10**6
+
+PLANTED = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+HOLD = []
+REGISTRY = {}
+
+
+def test_clean():
+    x = jnp.ones((1000, 1000))
+    assert float(x.sum()) == 1e6
+
+
+def test_leaks_into_module_list():
+    HOLD.append(jnp.ones((16_000_000,), jnp.float32))  # 64 MB
+
+
+def test_compiles_into_registry():
+    c = jnp.ones((1_000_000,))
+    REGISTRY[len(REGISTRY)] = jax.jit(lambda x: x + c)
+    REGISTRY[len(REGISTRY) - 1](c).block_until_ready()
+
+
+@pytest.fixture(scope="module")
+def big():
+    return {"w": jnp.ones((25_000_000,), jnp.float32)}  # 100 MB
+
+
+def test_uses_big(big):
+    assert big["w"].shape == (25_000_000,)
+
+
+def test_fails_holding():
+    y = jnp.ones((12_500_000,), jnp.float32)  # 50 MB
+    assert y.sum() == 0
+
+
+def test_clean_after():
+    z = jnp.zeros((100, 100))
+    assert z.shape == (100, 100)
+"""
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _lines(records):
+    return {r["test"].split("::")[-1]: r for r in records if "test" in r}
+
+
+@pytest.fixture
+def planted(pytester):
+    pytester.makepyfile(test_planted=PLANTED)
+    return pytester
+
+
+def test_the_planted_leak_is_named_with_its_line_and_holder_and_no_clean_test_is(planted):
+    result = planted.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl")
+    result.assert_outcomes(passed=5, failed=1)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*- tpumem ledger -*",
+            "6 tests read between, each after its teardown; device memory as the bytes of live arrays "
+            "(the runtime reports none on this backend):",
+            "1 test left 10.0MB or more of the arrays they made alive after their teardown (--tpumem-residue):",
+            "  64.0MB  test_planted.py::test_leaks_into_module_list",
+            "      made at test_planted.py:15 in test_leaks_into_module_list: 64.0MB (1 array, e.g. f32[16000000])",
+            "      kept by global HOLD of test_planted at [0]: 64.0MB",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "1 failed test kept 10.0MB or more of their arrays alive by the failure's traceback:",
+            "  50.0MB  test_planted.py::test_fails_holding: 50.0MB still alive at the end, 50.0MB of it in reference "
+            "cycles that gc.collect() freed",
+            "module fixture big (test_planted.py) held ['w'] 100.0MB (its own, blamed on no test): "
+            "freed when its scope ended",
+        ]
+    )
+    for clean in ("test_clean", "test_compiles_into_registry", "test_uses_big", "test_clean_after"):
+        assert f"MB  test_planted.py::{clean}" not in text
+    # what one test alone left is its line's, not a pattern
+    assert "tests left arrays made at" not in text and "tests compiled programs at" not in text
+    lines = _lines(_records(planted.path / "ledger.jsonl"))
+    assert lines["test_leaks_into_module_list"]["residue"] == 64 * MB  # the truth, to the byte
+    assert lines["test_compiles_into_registry"]["residue"] == 4 * MB  # its constant, kept by the registry's jit
+    assert lines["test_compiles_into_registry"]["compiled"] >= 1
+    assert lines["test_uses_big"]["residue"] == 0 and lines["test_uses_big"]["fixtures"] == {
+        "module fixture big (test_planted.py)": 100 * MB
+    }
+    assert lines["test_clean_after"]["ended"] == {"module fixture big (test_planted.py)": 0}
+    # its 50 MB, and the 4 B sum and 1 B comparison of the failed assert, all kept by its traceback
+    assert lines["test_fails_holding"]["residue"] == 50 * MB + 5 and lines["test_fails_holding"]["left"] == 0
+    assert lines["test_fails_holding"]["traceback"] == 50 * MB + 5
+    assert lines["test_clean"]["residue"] == 0 and lines["test_clean_after"]["residue"] == 0
+
+
+@pytest.mark.parametrize(("threshold", "named"), [("64000000B", True), ("64000001B", False), ("0", False)])
+def test_a_test_is_named_from_a_residue_equal_to_the_threshold(planted, threshold, named):
+    result = planted.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", f"--tpumem-residue={threshold}"
+    )
+    text = result.stdout.str()
+    assert ("  64.0MB  test_planted.py::test_leaks_into_module_list" in text) is named
+    assert not (planted.path / "ledger.jsonl").exists()
+
+
+def test_a_bad_residue_is_a_usage_error_naming_it(pytester):
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest("--tpumem", "--tpumem-residue=lots")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tpumem-residue*'lots'*"])
+
+
+def test_the_pattern_of_many_small_residues_is_named_by_its_line(pytester):
+    pytester.makepyfile(
+        test_climb="""
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def scaler(i):
+    c = jnp.full((1_000_000,), float(i))  # 4 MB, closed over by a program the cache keeps
+    return jax.jit(lambda x: x * c)
+
+
+@pytest.mark.parametrize("i", range(20))
+def test_closure(i):
+    assert scaler(i)(jnp.ones(1_000_000))[0] == i
+"""
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off")
+    result.assert_outcomes(passed=20)
+    result.stdout.fnmatch_lines(
+        [
+            "no test left 10.0MB or more of the arrays it made alive after its teardown (--tpumem-residue)",
+            "20 tests left arrays made at test_climb.py:10 in scaler alive: 80.0MB at the end",
+        ]
+    )
+    said = re.search(
+        r"^20 tests compiled programs at test_climb.py:16 in test_closure that jax's caches keep: (\d+) at the end "
+        r"\(jax.clear_caches\(\) frees them\)$",
+        result.stdout.str(),
+        re.M,
+    )
+    assert said is not None, result.stdout.str()
+    assert int(said.group(1)) >= 20  # each test's own program, and what jax compiles beside it for its version
+
+
+KILLED = """
+import os
+
+import jax.numpy as jnp
+
+HOLD = []
+
+
+def test_before():
+    HOLD.append(jnp.ones((5_000_000,), jnp.float32))  # 20 MB
+
+
+def test_dies():
+    os._exit(3)
+
+
+def test_never_runs():
+    pass
+"""
+
+
+def test_the_flight_recorder_says_which_test_a_killed_process_was_in(pytester):
+    pytester.makepyfile(test_killed=KILLED)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl")
+    assert result.ret == 3
+    records = _records(pytester.path / "ledger.jsonl")
+    assert records[0]["schema"] == "pytest-tpumem-ledger" and records[0]["worker"] is None
+    assert records[-1] == {"start": "test_killed.py::test_dies"}
+    before = records[-2]
+    assert before["test"] == "test_killed.py::test_before" and before["residue"] == 20 * MB
+    assert before["devices"] == {"cpu:0": 20 * MB, "cpu:1": 0}
+
+
+def test_a_crashed_xdist_worker_is_told_with_its_last_readings(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_killed=KILLED)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "-n", "1", "--tpumem-ledger=ledger.jsonl")
+    result.stdout.fnmatch_lines(
+        [
+            "*worker 'gw0' crashed while running 'test_killed.py::test_dies'",
+            f"tpumem: gw0's flight recorder ({pytester.path / 'ledger.gw0.jsonl'}): "
+            "the last test it began was test_killed.py::test_dies",
+            "  after test_killed.py::test_before: cpu:0 20.0MB, cpu:1 0B; programs held *; host RSS *",
+        ]
+    )
+
+
+def test_without_a_cache_and_a_path_no_recorder_is_written(pytester):
+    pytester.makepyfile("import jax.numpy as jnp\n\ndef test_a():\n    assert jnp.ones(3).sum() == 3\n")
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not list(pytester.path.rglob("*.jsonl"))
+    result.stdout.fnmatch_lines(["1 test read between, each after its teardown*"])
+
+
+def test_by_default_the_recorder_is_in_pytests_cache(pytester):
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("--tpumem")
+    result.assert_outcomes(passed=1)
+    records = _records(pytester.path / ".pytest_cache" / "d" / "tpumem" / "ledger.jsonl")
+    assert [r.get("start") for r in records[1:2]] == ["test_by_default_the_recorder_is_in_pytests_cache.py::test_a"]
+    assert records[2]["devices"] == {} and records[-1]["end"] is True  # jax never started: nothing on a device
