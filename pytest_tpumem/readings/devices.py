@@ -145,21 +145,26 @@ def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str
 
 
 class LiveBytesKept:
-    """``live_bytes_by_device`` for a reading taken again and again (between every two tests): each
-    array's layout and buffer addresses are read once, when it is first seen, and kept while it
-    lives (by id, checked with a weak reference: a freed array's id is reused). Reading an array's
-    layout costs about 0.8 us; a kept one a fraction of that (benchmarks/README.md (k)).
+    """``live_bytes_by_device`` for a reading taken again and again (between every two tests), kept
+    up to date instead of summed afresh: each array's layout and buffer addresses are read once,
+    when it is first seen, and its bytes added to running totals; they are taken off when it leaves
+    ``jax.live_arrays()`` (deleted, donated) or dies (a weak reference's callback: a freed array's id
+    may be reused by the next one). A reading costs a set difference of ids and the work of the
+    arrays that came and went (benchmarks/README.md (k), (l)).
 
     Each array also keeps the ``owner`` of the reading that first saw it (the suite ledger's test
-    or fixture that made it), and ``owned`` holds the bytes alive per owner after each reading."""
+    or fixture that made it), and ``owned`` holds the bytes alive per owner after each reading. A
+    device buffer two jax.Arrays share is counted once, for the owner of the first."""
 
     def __init__(self) -> None:
         # id -> (weak reference, its (device label, buffer address or None) per shard, bytes a shard, owner)
         self._known: dict[int, tuple[Any, tuple[tuple[str, int | None], ...], int, str]] = {}
+        self._dead: list[int] = []  # ids of known arrays that died since the last reading
+        self._buffers: dict[tuple[str, int], list[Any]] = {}  # (label, address) -> [arrays on it, owner, bytes]
+        self._totals: dict[str, int] = {}
         self.owned: dict[str, int] = {}  # owner -> bytes of its arrays alive at the last reading
 
-    @staticmethod
-    def _entry(arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
+    def _entry(self, key: int, arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
         import weakref
 
         labels, n = _layout(arr)
@@ -168,37 +173,65 @@ class LiveBytesKept:
                 address = arr.unsafe_buffer_pointer()
             except Exception:
                 address = None
-            return weakref.ref(arr), ((labels[0], address),), n, owner
-        return weakref.ref(arr), tuple(_shard_addresses(arr, labels)), n, owner
+            shards: tuple[tuple[str, int | None], ...] = ((labels[0], address),)
+        else:
+            shards = tuple(_shard_addresses(arr, labels))
+        dead = self._dead
+
+        def died(_: Any) -> None:
+            dead.append(key)
+
+        return weakref.ref(arr, died), shards, n, owner
+
+    def _count(self, entry: tuple[Any, tuple[tuple[str, int | None], ...], int, str], sign: int) -> None:
+        """Add (sign 1) or take off (-1) an array's bytes, each buffer once."""
+        _, shards, n, owner = entry
+        totals, owned, buffers = self._totals, self.owned, self._buffers
+        for label, address in shards:
+            if address is not None and n:
+                shared = buffers.get((label, address))
+                if shared is None:
+                    if sign < 0:
+                        continue
+                    buffers[(label, address)] = shared = [0, owner, n]
+                shared[0] += sign
+                if (sign > 0 and shared[0] > 1) or (sign < 0 and shared[0] > 0):
+                    continue  # a second jax.Array on a buffer already counted
+                if shared[0] == 0:
+                    del buffers[(label, address)]
+                owner_of, size = shared[1], shared[2]
+            else:
+                owner_of, size = owner, n
+            totals[label] = totals.get(label, 0) + sign * size
+            owned[owner_of] = owned.get(owner_of, 0) + sign * size
 
     @_one_at_a_time
     def __call__(self, owner: str = "") -> dict[str, int]:
         import jax
 
-        known, fresh = self._known, {}
-        out: dict[str, int] = {}
-        owned: dict[str, int] = {}
-        counted: set[tuple[str, int | None]] = set()
-        for arr in jax.live_arrays():
-            key = id(arr)
-            entry = known.get(key)
-            if entry is None or entry[0]() is not arr:
+        known = self._known
+        while self._dead:  # died since the last reading: off before their ids can be taken again
+            entry = known.pop(self._dead.pop(), None)
+            if entry is not None:
+                self._count(entry, -1)
+        live = jax.live_arrays()  # held for the reading: no array in it dies meanwhile
+        ids = set(map(id, live))
+        if ids != known.keys():  # most readings: what a test made died with it, nothing else changed
+            for key in known.keys() - ids:  # deleted or donated: alive, no longer an array's
+                self._count(known.pop(key), -1)
+            new = ids - known.keys()
+            for arr in live if new else ():
+                key = id(arr)
+                if key not in new:
+                    continue
                 try:
-                    entry = self._entry(arr, owner)
+                    entry = self._entry(key, arr, owner)
                 except Exception:  # deleted while we walk
                     continue
-            fresh[key] = entry
-            shards, n, made_by = entry[1], entry[2], entry[3]
-            for shard in shards:
-                if shard in counted:
-                    continue  # a second jax.Array on a buffer already counted
-                if shard[1] is not None and n:
-                    counted.add(shard)
-                out[shard[0]] = out.get(shard[0], 0) + n
-                owned[made_by] = owned.get(made_by, 0) + n
-        self._known = fresh
-        self.owned = owned
-        return out
+                known[key] = entry
+                self._count(entry, 1)
+        self.owned = {o: n for o, n in self.owned.items() if n}
+        return {label: n for label, n in self._totals.items() if n}
 
     def arrays_of(self, owner: str) -> list[Any]:
         """The arrays alive at the last reading that ``owner`` made (first seen at one of its readings)."""

@@ -69,3 +69,20 @@ def test_no_backend_is_started_for_a_reading():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split("\n")[-2] == "False {} True False", done.stderr
+
+
+def test_an_array_deleted_while_its_object_lives_leaves_the_figures_and_its_owner_is_the_first_reader():
+    reader = BetweenTests()
+    cpu0 = local_devices()[0]
+    kept = jax.device_put(jnp.ones((250_000,), jnp.float32), cpu0)  # 1 MB
+    first = reader.read("first")
+    assert first.owned.get("first") == first.devices["cpu:0"] == walk()["cpu:0"]
+    made = jax.device_put(jnp.ones((500_000,), jnp.float32), cpu0)  # 2 MB
+    second = reader.read("second")
+    assert second.owned.get("second") == 2 * MB and second.devices == walk()
+    made.delete()  # its buffer freed, its object alive (as a donated argument's)
+    third = reader.read("third")
+    assert third.devices == walk() and "second" not in third.owned
+    assert any(a is kept for a in reader.arrays_of("first")), reader.arrays_of("second")
+    assert not any(a is made for a in reader.arrays_of("second"))
+    del kept, made
