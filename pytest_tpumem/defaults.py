@@ -26,4 +26,5 @@ WAIT_IDLE_S = 2.0  # the longest a reading waits for dropped programs still runn
 # Bounds on what is asked for (a leak shows in a few runs; iterations=2**63 would run forever)
 MAX_ITERATIONS = 1000
 MAX_WARMUP = 100
+MAX_PROGRAMS = 10**7  # --tpumem-clear-caches=N: far more programs than any process holds
 MAX_CHIPS = 4096  # --tpumem-tpu-chips: a TPU slice's chips a host's workers share, far more than any host has

@@ -228,3 +228,63 @@ def test_by_default_the_recorder_is_in_pytests_cache(pytester):
     records = _records(pytester.path / ".pytest_cache" / "d" / "tpumem" / "ledger.jsonl")
     assert [r.get("start") for r in records[1:2]] == ["test_by_default_the_recorder_is_in_pytests_cache.py::test_a"]
     assert records[2]["devices"] == {} and records[-1]["end"] is True  # jax never started: nothing on a device
+
+
+SHAPES = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@jax.jit
+def double(x):
+    return x * 2
+
+
+@pytest.mark.parametrize("n", range(1, 13))
+def test_new_shape(n):
+    assert double(jnp.ones(n))[0] == 2
+"""
+
+
+def _held_at_end(text):
+    said = re.search(r"^  programs jax holds compiled: (\d+) at the end$", text, re.M)
+    assert said is not None, text
+    return int(said.group(1))
+
+
+def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
+    pytester.makepyfile(test_shapes=SHAPES)
+    plain = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off")
+    plain.assert_outcomes(passed=12)
+    held = _held_at_end(plain.stdout.str())
+    assert held >= 12 and "jax.clear_caches() ran" not in plain.stdout.str()  # off by default
+    module = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl", "--tpumem-clear-caches=module"
+    )
+    module.assert_outcomes(passed=12)
+    assert _held_at_end(module.stdout.str()) == 0
+    module.stdout.fnmatch_lines(
+        [
+            f"  jax.clear_caches() ran after 1 test (--tpumem-clear-caches): it freed {held} programs and 0B on the devices"
+        ]
+    )
+    cleared = [r for r in _records(pytester.path / "ledger.jsonl") if "cleared" in r]
+    assert [r["test"] for r in cleared] == ["test_shapes.py::test_new_shape[12]"]
+    assert cleared[0]["cleared"] == {"programs": held, "bytes": 0} and cleared[0]["executables"] == 0
+    every = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=test")
+    every.stdout.fnmatch_lines(["  jax.clear_caches() ran after 12 tests (--tpumem-clear-caches): it freed *"])
+
+
+@pytest.mark.parametrize("value", ["sometimes", "0", "-3", "10000001"])
+def test_a_bad_clear_caches_value_is_a_usage_error_naming_it(pytester, value):
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest("--tpumem", f"--tpumem-clear-caches={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--tpumem-clear-caches: '{value}' is not one of off, test, module, nor a number*"])
+
+
+def test_the_ledger_is_switched_off_by_blocking_its_plugin(planted):
+    result = planted.runpytest_subprocess("--tpumem", "-p", "no:tpumem-ledger", "--tpumem-ledger=ledger.jsonl")
+    result.assert_outcomes(passed=5, failed=1)
+    assert "tpumem ledger" not in result.stdout.str() and not (planted.path / "ledger.jsonl").exists()

@@ -36,6 +36,7 @@ class Line:
     fixtures: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures it set up: (owner, bytes they made, alive)
     ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended in it: (owner, bytes still alive)
     explanation: Explanation | None = None
+    cleared: tuple[int, int] | None = None  # jax.clear_caches() after it: (programs, bytes on the devices) it freed
 
     @property
     def left(self) -> int:
@@ -49,6 +50,16 @@ def over(residue: int, threshold: int) -> bool:
     """Whether a residue is worth explaining (and, explained, naming): at or over the threshold; a
     threshold of 0 names nothing."""
     return threshold > 0 and residue >= threshold
+
+
+def clear_now(setting: str | int, module_ends: bool, programs: int | None) -> bool:
+    """Whether --tpumem-clear-caches clears jax's caches after this test: every test, a module's
+    last, or when jax holds the setting's number of programs or more (never where none are listed)."""
+    if setting == "test":
+        return True
+    if setting == "module":
+        return module_ends
+    return isinstance(setting, int) and programs is not None and programs >= setting
 
 
 def named(line: Line, threshold: int) -> bool:
@@ -123,6 +134,11 @@ class Session:
     def named_count(self) -> int:
         return sum(1 for line in self.lines if named(line, self.threshold))
 
+    def cleared(self) -> tuple[int, int, int]:
+        """How often jax.clear_caches() ran between tests, and the programs and device bytes it freed."""
+        done = [line.cleared for line in self.lines if line.cleared is not None]
+        return len(done), sum(c[0] for c in done), sum(c[1] for c in done)
+
     def kept_by_tracebacks(self) -> list[Line]:
         """Failed tests whose traceback kept the threshold or more of their arrays after their teardown."""
         return [
@@ -138,26 +154,38 @@ class Session:
         return self.last.owned.get(test, 0) if self.last is not None else 0
 
 
+PATTERN_SHARE = 0.25  # a line whose programs are this share of all jax holds at the end is a pattern
+
+
 def patterns(
-    made_at_end: list[tuple[Any, str, int]], programs_by_test: dict[Any, set[str]], held_programs: dict[Any, int]
+    made_at_end: list[tuple[Any, str, int]],
+    programs_by_test: dict[Any, set[str]],
+    held_programs: dict[Any, int],
+    threshold: int,
 ) -> tuple[Pattern, ...]:
     """Lines of code that several tests left arrays or programs from, alive at the end: from
     ``made_at_end`` ((site, test, bytes) of each test-made array alive at the end),
     ``programs_by_test`` (site -> the tests that compiled programs there) and ``held_programs``
-    (site -> programs held at the end). The arrays' patterns first, then the programs', each
-    largest first; what one test alone left is its line's, not a pattern."""
+    (site -> programs held at the end). Arrays: a line two tests or more left, whose arrays add up
+    to ``threshold`` (the residue that names a test) or more. Programs: a line two tests or more
+    compiled at, holding a quarter or more of all the programs jax holds (a suite's parametrized
+    tests each compile a few; a line that fills the caches is the one to name). The arrays'
+    patterns first, then the programs', each largest first."""
     by_site: dict[Any, tuple[set[str], int]] = {}
     for site, test, nbytes in made_at_end:
         tests, total = by_site.get(site, (set(), 0))
         tests.add(test)
         by_site[site] = (tests, total + nbytes)
     arrays = [
-        Pattern(site, len(t), nbytes) for site, (t, nbytes) in by_site.items() if site is not None and len(t) >= 2
+        Pattern(site, len(t), nbytes)
+        for site, (t, nbytes) in by_site.items()
+        if site is not None and len(t) >= 2 and over(nbytes, threshold)
     ]
+    held = sum(held_programs.values())
     programs = [
         Pattern(site, len(programs_by_test[site]), programs=n)
         for site, n in held_programs.items()
-        if site is not None and n and len(programs_by_test.get(site, ())) >= 2
+        if site is not None and n and len(programs_by_test.get(site, ())) >= 2 and n >= PATTERN_SHARE * held
     ]
     return tuple(sorted(arrays, key=lambda p: (-p.nbytes, str(p.site)))) + tuple(
         sorted(programs, key=lambda p: (-p.programs, str(p.site)))

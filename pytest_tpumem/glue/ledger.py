@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..decisions.ledger import BEFORE_TESTS, Line, Session, fixture_owner, line_of, over
+from ..decisions.ledger import BEFORE_TESTS, Line, Session, clear_now, fixture_owner, line_of, over
 from .options import Settings
 
 LEDGER_OUTPUT = "tpumem_ledger"  # pytest-xdist workeroutput key: the worker's summary lines
@@ -138,7 +138,7 @@ class Ledger:
         try:
             return (yield)
         finally:
-            self._after(item)
+            self._after(item, nextitem)
             self.current = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -185,7 +185,7 @@ class Ledger:
         if self.active.pop(owner, None) is not None:
             self.ended.append(owner)
 
-    def _after(self, item: pytest.Item) -> None:
+    def _after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """After the test's protocol (its teardown done, its fixtures' values dropped): its line."""
         test = item.nodeid
         last = self.last
@@ -204,11 +204,28 @@ class Ledger:
         self.fixtures_ended.update(ended)
         fixtures = tuple((owner, self.fixture_bytes.get(owner, 0)) for owner in self.set_up)
         line = line_of(test, len(self.lines) + 1, self.outcome, reading, last, fixtures, ended, explanation, compiled)
+        module_ends = nextitem is None or nextitem.path != item.path
+        if reading.started and clear_now(self.settings.clear_caches, module_ends, reading.executables):
+            reading, line = self._clear(test, reading, line)
         self.lines.append(line)
         self.last = reading
         from ..telling.ledger import line_record
 
         self._record(line_record(line))
+
+    def _clear(self, test: str, before: Any, line: Line) -> tuple[Any, Line]:
+        """--tpumem-clear-caches: jax.clear_caches() now, and what it freed (the programs jax held,
+        the devices' bytes); the reading after it is the next test's start."""
+        import dataclasses
+
+        import jax
+
+        jax.clear_caches()
+        after = self._take(test)
+        programs = (before.executables or 0) - (after.executables or 0)
+        freed = sum(before.devices.values()) - sum(after.devices.values())
+        line = dataclasses.replace(line, devices=dict(after.devices), executables=after.executables, rss=after.rss)
+        return after, dataclasses.replace(line, cleared=(programs, freed))
 
     # --- the end ---------------------------------------------------------------------------------
 
@@ -247,7 +264,7 @@ class Ledger:
             tuple(self.lines),
             self.threshold,
             self.reader.bytes_limits() if end.started else {},
-            patterns(left, self.compiled_sites, held),
+            patterns(left, self.compiled_sites, held, self.threshold),
             tuple(sorted(self.fixtures_ended.items())),
             tuple(sorted(self.fixture_holds.items())),
             collected,

@@ -17,6 +17,7 @@ RECOMPILE = ("marked", "all", "none")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
+CLEAR_CACHES = ("off", "test", "module")
 
 
 class SettingError(ValueError):
@@ -93,6 +94,19 @@ def to_path(value: Any, where: str) -> str:
     if "\x00" in text:
         raise SettingError(f"{where}: {shown_value(text)} holds a NUL character, which no path can")
     return text
+
+
+def to_clear(value: Any, where: str) -> str | int:
+    """When the ledger clears jax's caches: off, test, module, or a number of programs held."""
+    text = str(value).strip().lower()
+    if text in CLEAR_CACHES:
+        return text
+    if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_PROGRAMS:
+        return int(text)
+    raise SettingError(
+        f"{where}: {value!r} is not one of {', '.join(CLEAR_CACHES)}, nor a number of programs from 1 to "
+        f"{defaults.MAX_PROGRAMS} (clear when jax holds that many after a test)"
+    )
 
 
 def to_ledger(value: Any, where: str) -> str:
@@ -254,6 +268,13 @@ OPTIONS = (
         to_size,
     ),
     Option(
+        "tpumem_clear_caches",
+        "call jax.clear_caches() between tests, as suites do by hand, and say what it freed: off (the default), "
+        "test (after every test), module (after each module's last test) or a number N (after a test that leaves "
+        "jax holding N compiled programs or more)",
+        to_clear,
+    ),
+    Option(
         "tpumem_ledger",
         "the ledger's flight recorder: a JSON object a line, flushed after every test, so a process killed "
         "mid-run still says which test it was in (default .pytest_cache/d/tpumem/ledger.jsonl, a pytest-xdist "
@@ -293,6 +314,7 @@ class Settings(NamedTuple):
     tpu_chips: int | str | None = None  # "auto", or the host's chip count
     residue: int = defaults.RESIDUE  # the suite ledger names a test that leaves this much behind
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
+    clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, or a number of programs held
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
 
 
@@ -367,6 +389,7 @@ def resolve(
         tpu_chips=values.get("tpumem_tpu_chips"),
         residue=values.get("tpumem_residue", defaults.RESIDUE),
         ledger_path=values.get("tpumem_ledger"),
+        clear_caches=values.get("tpumem_clear_caches", CLEAR_CACHES[0]),
         given=frozenset(values),
     )
     if not settings.enabled:

@@ -51,6 +51,8 @@ def line_record(line: Line) -> dict[str, Any]:
         record["fixtures"] = dict(line.fixtures)
     if line.ended:
         record["ended"] = dict(line.ended)
+    if line.cleared is not None:
+        record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
     if line.explanation is not None:
         record["made"] = [
             {"site": _site(m.site), "bytes": m.nbytes, "arrays": m.count, "shape": m.shape}
@@ -138,6 +140,12 @@ def session_lines(session: Session, top: int) -> list[str]:
         out.append(f"  programs jax holds compiled: {began}{session.last.executables} at the end")
     if session.first is not None and session.first.rss is not None and session.last.rss is not None:
         out.append(f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}")
+    times, programs, freed = session.cleared()
+    if times:
+        out.append(
+            f"  jax.clear_caches() ran after {plural(times, 'test')} (--tpumem-clear-caches): it freed "
+            f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
+        )
     worst = session.worst(top)
     count = session.named_count()
     least = format_size(session.threshold)
