@@ -149,10 +149,63 @@ CASES = {
 TRUE_RATES = {"test_device_list_16MB": 16 * MB, "test_host_list_20MB": 20 * MB, "test_host_dict_16MB": 16 * MB}
 
 
-def write_cases(directory: str) -> None:
-    for name, source in CASES.items():
+# The suite ledger's planted suite (tests/test_ledger.py's): a 64 MB list a test leaves in its
+# module, a jit with a 4 MB constant kept in a registry, a module fixture of 100 MB, a failing test
+# holding 50 MB, clean tests. Only the first may be named, with the same residues on every run.
+LEDGER_CASES = {
+    "test_ledger_planted.py": """
+        import jax
+        import jax.numpy as jnp
+        import pytest
+
+        HOLD = []
+        REGISTRY = {}
+
+        def test_clean():
+            x = jnp.ones((1000, 1000))
+            assert float(x.sum()) == 1e6
+
+        def test_leaks_into_module_list():
+            HOLD.append(jnp.ones((16_000_000,), jnp.float32))  # 64 MB
+
+        def test_compiles_into_registry():
+            c = jnp.ones((1_000_000,))
+            REGISTRY[len(REGISTRY)] = jax.jit(lambda x: x + c)
+            REGISTRY[len(REGISTRY) - 1](c).block_until_ready()
+
+        @pytest.fixture(scope="module")
+        def big():
+            return {"w": jnp.ones((25_000_000,), jnp.float32)}  # 100 MB
+
+        def test_uses_big(big):
+            assert big["w"].shape == (25_000_000,)
+
+        def test_fails_holding():
+            y = jnp.ones((12_500_000,), jnp.float32)  # 50 MB
+            assert y.sum() == 0
+
+        def test_clean_after():
+            z = jnp.zeros((100, 100))
+            assert z.shape == (100, 100)
+    """,
+}
+
+
+def write_cases(directory: str, cases: dict[str, str] = CASES) -> None:
+    for name, source in cases.items():
         with open(os.path.join(directory, name), "w") as f:
             f.write(textwrap.dedent(source).lstrip())
+
+
+def ledger_lines(path: str) -> dict[str, dict]:
+    """The flight recorder's line of each test (the suite ledger's residue, and what it names)."""
+    out = {}
+    with open(path) as f:
+        for text in f:
+            record = json.loads(text)
+            if "test" in record:
+                out[record["test"]] = record
+    return out
 
 
 def series_growth(entry: dict, which: str) -> int | None:
@@ -165,16 +218,28 @@ def series_growth(entry: dict, which: str) -> int | None:
     return out
 
 
-def run_once(args: list[str], cwd: str, env: dict, report: str) -> tuple[float, dict]:
+def run_once(args: list[str], cwd: str, env: dict, report: str) -> tuple[float, dict, dict]:
+    ledger = report + ".ledger.jsonl"
     wall, _, proc = timed_run(
-        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tpumem", f"--tpumem-json={report}", *args],
+        [
+            PY,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tpumem",
+            f"--tpumem-json={report}",
+            f"--tpumem-ledger={ledger}",
+            *args,
+        ],
         cwd=cwd,
         env=env,
     )
     if proc.returncode not in (0, 1):
         raise SystemExit(f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     with open(report) as f:
-        return wall, json.load(f)["tests"]
+        return wall, json.load(f)["tests"], ledger_lines(ledger)
 
 
 def main() -> None:
@@ -191,6 +256,9 @@ def main() -> None:
         cases = os.path.join(tmp, "cases")
         os.mkdir(cases)
         write_cases(cases)
+        ledger_dir = os.path.join(tmp, "ledger")
+        os.mkdir(ledger_dir)
+        write_cases(ledger_dir, LEDGER_CASES)
         suites = {
             "examples": (["examples/"], ROOT),
             "cases": ([".", "--tpumem-leak-check=marked"], cases),
@@ -198,16 +266,22 @@ def main() -> None:
                 ["test_peaks.py", "test_train_step.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"],
                 cases,
             ),
+            "ledger planted": (["."], ledger_dir),
         }
         seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        residues: dict[str, list[int]] = defaultdict(list)  # suite: test -> its residue, a run each
+        named: dict[str, list[tuple[str, ...]]] = defaultdict(list)  # suite -> the tests it named, a run each
         walls: dict[str, list[float]] = defaultdict(list)
         began = time.perf_counter()
         with background_load(a.load_cpus, a.load_mb) if not a.no_load else contextlib.nullcontext():
             print(load_average())
             for r in range(a.runs):
                 for suite, (args, cwd) in suites.items():
-                    wall, tests = run_once(args, cwd, env, os.path.join(tmp, "report.json"))
+                    wall, tests, lines = run_once(args, cwd, env, os.path.join(tmp, "report.json"))
                     walls[suite].append(wall)
+                    for nodeid, line in lines.items():
+                        residues[f"{suite}: {nodeid}"].append(line["residue"])
+                    named[suite].append(tuple(sorted(n for n, line in lines.items() if line["left"] >= 10 * MB)))
                     for nodeid, e in tests.items():
                         key = f"{suite}: {nodeid}"
                         seen[key]["verdict"].append(f"{e['verdict']}/{e['outcome']}")
@@ -271,6 +345,16 @@ def main() -> None:
         print(
             f"{figure}: {n} of {len(spreads)} clean tests' figures moved between runs; largest spread {max(spreads, default=0) / 1e3:.1f} kB"
         )
+    print()
+    print("the suite ledger (residue: bytes of the arrays a test made alive after its teardown; named at 10 MB):")
+    moving = {k: v for k, v in residues.items() if len(set(v)) > 1}
+    print(f"  residues that moved between runs: {len(moving)} of {len(residues)} tests")
+    for key, values in sorted(moving.items()):
+        print(f"    {key}: {min(values)} to {max(values)} bytes")
+    for suite, runs in named.items():
+        kinds = sorted(set(runs))
+        said = "; ".join(f"{', '.join(k) or 'none'} (x{runs.count(k)})" for k in kinds)
+        print(f"  {suite}: {'the same tests named on every run' if len(kinds) == 1 else 'NAMED TESTS DIFFER'}: {said}")
     for suite, w in walls.items():
         print(f"{suite}: {len(w)} runs, wall {min(w):.1f}-{max(w):.1f} s")
 

@@ -214,10 +214,13 @@ def test_benchmark_extra_info_has_the_peak_in_the_benchmark_json(pytester, monke
         """
         import jax, jax.numpy as jnp
 
+        KEPT = []
+
         def test_bench(benchmark):
             x = jnp.ones((1_000_000,), jnp.float32)
             f = jax.jit(lambda a: a * 2)
             benchmark.pedantic(lambda: f(x).block_until_ready(), rounds=3, iterations=1)
+            KEPT.append(jnp.ones((500_000,), jnp.float32))  # 2 MB it leaves behind
         """
     )
     result = pytester.runpytest_subprocess("--tpumem", "--benchmark-json", "bench.json")
@@ -226,6 +229,7 @@ def test_benchmark_extra_info_has_the_peak_in_the_benchmark_json(pytester, monke
     info = bench["extra_info"]["tpumem"]
     assert info["peak"] >= 4_000_000 and set(info["peaks"]) == {"cpu:0", "cpu:1"} and info["witness"]
     assert info["verdict"] == "ok"
+    assert info["residue"] == 2_000_000  # the suite ledger's, read after the test's teardown
 
 
 def test_junit_properties_are_json_text(pytester):

@@ -145,3 +145,46 @@ def test_a_fragmented_device_is_said_next_to_the_peak(fake):
             "(fragmented: a larger allocation fails although the total would fit)"
         ]
     )
+
+
+def test_the_ledger_reads_the_runtime_and_names_memory_no_array_holds_and_the_peaks_it_can_read(fake):
+    pytester = fake(limit=16 * 10**9)
+    pytester.makepyfile(
+        """
+        import fakedevice, jax.numpy as jnp
+
+        KEPT = []
+
+        def test_small_kernel():
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=10**9)
+
+        def test_keeps_and_big_kernel():
+            KEPT.append(jnp.ones((5_000_000,), jnp.float32))  # 20 MB
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=3 * 10**9)
+
+        def test_under_the_mark():
+            fakedevice.DEVICES[0].run_kernel(temp_bytes=2 * 10**9)
+
+        def test_runtime_holds_more():
+            fakedevice.DEVICES[0].extra = 500 * 10**6  # memory no jax.Array holds (a program's, the runtime's)
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "4 tests read between, each after its teardown; device memory as the runtime's bytes in use:",
+            "  cpu:0: 0B at the first test -> 520.0MB of 16.0GB (3%) at the end",  # the conftest started jax
+            "  cpu:1: 0B at the first test -> 0B of 16.0GB (0%) at the end",
+            "1 test grew the device memory that no live array holds by 10.0MB or more (programs jax compiled, "
+            "the runtime's own buffers):",
+            "  +500.0MB  test_the_ledger_reads_the_runtime_and_names_memory_no_array_holds_and_the_peaks_it_can_read.py"
+            "::test_runtime_holds_more",
+            "the highest peaks, of the tests that raised the runtime's high-water mark *",
+            "  cpu:0 3.0GB  *::test_keeps_and_big_kernel",
+            "  cpu:0 1.0GB  *::test_small_kernel",
+            "1 test left 10.0MB or more of the arrays they made alive after their teardown (--tpumem-residue):",
+            "  20.0MB  *::test_keeps_and_big_kernel",
+        ]
+    )
+    assert "::test_under_the_mark" not in result.stdout.str()  # under an earlier test's mark: no peak of its own

@@ -105,3 +105,49 @@ def test_the_largest_free_block_is_reported_next_to_the_peak(pytester):
     result = pytester.runpytest_subprocess("--tpumem", "-rA")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["gpu:0: start *; at the end free *, largest free block *"])
+
+
+def test_the_ledger_reads_the_runtime_and_names_what_a_test_left_and_the_peaks_it_raised(pytester):
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp
+
+        KEPT = []
+
+        def big_temp(a, b):
+            return (a @ b).sum()  # the 8192x8192 float32 product (268 MB) is a temporary
+
+        def test_temporary_only():
+            a = jnp.ones((8192, 256), jnp.float32)
+            b = jnp.ones((256, 8192), jnp.float32)
+            jax.jit(big_temp)(a, b).block_until_ready()
+
+        def test_keeps_64MB():
+            KEPT.append(jnp.ones((16_000_000,), jnp.float32))
+
+        def test_clean():
+            assert jnp.ones(3).sum() == 3
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl")
+    result.assert_outcomes(passed=3)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "3 tests read between, each after its teardown; device memory as the runtime's bytes in use:",
+            "  gpu:0: * at the first test -> * of * at the end",
+            "1 test left 10.0MB or more of the arrays they made alive after their teardown (--tpumem-residue):",
+            "  64.0MB  test_the_ledger_*.py::test_keeps_64MB",
+        ]
+    )
+    # The temporary raised the high-water mark, so its test's peak is read: at least the 268.4MB product
+    # and the 16.8MB of arguments (the allocator's rounding and cuBLAS's workspace are the card's).
+    import re
+
+    said = re.search(r"^  gpu:0 ([\d.]+)MB  \S+::test_temporary_only$", text, re.M)
+    assert said is not None, text
+    assert 285.2 <= float(said.group(1)) < 1000
+    assert (
+        "MB  test_the_ledger_reads_the_runtime_and_names_what_a_test_left_and_the_peaks_it_raised.py::test_clean"
+        not in text
+    )

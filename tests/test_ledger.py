@@ -202,7 +202,9 @@ def test_the_flight_recorder_says_which_test_a_killed_process_was_in(pytester):
 def test_a_crashed_xdist_worker_is_told_with_its_last_readings(pytester):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_killed=KILLED)
-    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "-n", "1", "--tpumem-ledger=ledger.jsonl")
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "-n", "1", "--tpumem-ledger=ledger.jsonl", "--tpumem-json=r.json"
+    )
     result.stdout.fnmatch_lines(
         [
             "*worker 'gw0' crashed while running 'test_killed.py::test_dies'",
@@ -211,6 +213,14 @@ def test_a_crashed_xdist_worker_is_told_with_its_last_readings(pytester):
             "  after test_killed.py::test_before: cpu:0 20.0MB, cpu:1 0B; programs held *; host RSS *",
         ]
     )
+    ledger = json.loads((pytester.path / "r.json").read_text())["ledger"]  # the JSON report keeps them
+    (crash,) = ledger["crashed"]
+    assert crash["worker"] == "gw0" and crash["test"] == "test_killed.py::test_dies"
+    assert crash["said"][1].startswith("  after test_killed.py::test_before: cpu:0 20.0MB")
+    # what the crashed worker read before it died is not lost: its flight recorder had it; the worker
+    # that replaced it ran the last test, which started no backend (no figures, no line)
+    assert list(ledger["tests"]) == ["test_killed.py::test_before"]
+    assert ledger["tests"]["test_killed.py::test_before"]["residue"] == 20 * MB
 
 
 def test_without_a_cache_and_a_path_no_recorder_is_written(pytester):
@@ -288,3 +298,60 @@ def test_the_ledger_is_switched_off_by_blocking_its_plugin(planted):
     result = planted.runpytest_subprocess("--tpumem", "-p", "no:tpumem-ledger", "--tpumem-ledger=ledger.jsonl")
     result.assert_outcomes(passed=5, failed=1)
     assert "tpumem ledger" not in result.stdout.str() and not (planted.path / "ledger.jsonl").exists()
+
+
+SIZED = """
+import os
+
+import jax.numpy as jnp
+
+HOLD = []
+
+
+def test_leaves():
+    HOLD.append(jnp.ones((int(os.environ["SIZE"]),), jnp.int8))
+
+
+def test_clean():
+    assert jnp.ones(3).sum() == 3
+"""
+
+
+def _sized(pytester, monkeypatch, size, *args):
+    monkeypatch.setenv("SIZE", str(size))
+    return pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", *args)
+
+
+def test_the_json_report_keeps_every_tests_residue(pytester, monkeypatch):
+    pytester.makepyfile(test_sized=SIZED)
+    _sized(pytester, monkeypatch, 3_000_000, "--tpumem-json=r.json").assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["tests"] == {}  # no test was measured: the ledger's part is its own
+    ledger = report["ledger"]
+    assert ledger["threshold"] == 10 * MB and sorted(ledger["tests"]) == [
+        "test_sized.py::test_clean",
+        "test_sized.py::test_leaves",
+    ]
+    figures = {k: {f: v[f] for f in ("outcome", "residue", "left")} for k, v in ledger["tests"].items()}
+    assert figures == {
+        "test_sized.py::test_clean": {"outcome": "passed", "residue": 0, "left": 0},
+        "test_sized.py::test_leaves": {"outcome": "passed", "residue": 3 * MB, "left": 3 * MB},
+    }
+    assert all(v["compiled"] >= 1 for v in ledger["tests"].values())  # jnp.ones, at least: the count is jax's
+    assert report["context"]["settings"]["residue"] == 10 * MB
+
+
+@pytest.mark.parametrize(("size", "regressed"), [(13_000_000, False), (13_000_001, True)])
+def test_a_residue_regression_beyond_its_tolerance_fails_the_run(pytester, monkeypatch, size, regressed):
+    pytester.makepyfile(test_sized=SIZED)
+    _sized(pytester, monkeypatch, 3_000_000, "--tpumem-save=base.json").assert_outcomes(passed=2)
+    result = _sized(pytester, monkeypatch, size, "--tpumem-compare=base.json", "--tpumem-compare-fail=residue:10MB")
+    result.assert_outcomes(passed=2)  # the test passed: its residue is read after its report
+    if regressed:  # one byte over: the figure is told apart from the tolerance
+        row = "residue  3.0MB  13.0MB  +333.3%  +10,000,001B  REGRESSED beyond residue:10MB  test_sized.py::test_leaves"
+    else:
+        row = "residue  3.0MB  13.0MB  +333.3%  +10.0MB  -       test_sized.py::test_leaves"  # equal: within
+    result.stdout.fnmatch_lines([row])
+    assert result.ret == (1 if regressed else 0)
+    said = "a residue is read after its test's report (once pytest has dropped its fixtures): a residue that "
+    assert (said in result.stdout.str()) is regressed

@@ -23,7 +23,8 @@ from .. import defaults
 from ..units import SizeError, parse_size, shown_value
 from .entry import Entry, Report
 
-FIGURES = ("peak", "growth")
+FIGURES = ("peak", "growth", "residue")
+SIZES_ONLY = ("growth", "residue")  # figures about 0 on clean code: a percentage of them is noise
 
 
 class ToleranceError(ValueError):
@@ -52,16 +53,17 @@ def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Toleranc
     raw = str(text).strip()
     figure, sep, amount = raw.partition(":")
     figure = figure.strip().lower()
-    accepted = "accepted: peak:10%, peak:50MB, growth:10MB (a figure, a colon, a percentage or a size)"
+    accepted = "accepted: peak:10%, peak:50MB, growth:10MB, residue:10MB (a figure, a colon, a percentage or a size)"
     if not sep or figure not in FIGURES:
         raise ToleranceError(f"{where}: {shown_value(raw)} names no figure of {', '.join(FIGURES)}; {accepted}")
     amount = amount.strip()
     match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*%", amount)
     if match:
-        if figure == "growth":
+        if figure in SIZES_ONLY:
             raise ToleranceError(
-                f"{where}: {shown_value(raw)}: growth takes a size (growth:10MB), not a percentage: clean code grows by "
-                "about 0 per iteration, so a percentage of it is noise"
+                f"{where}: {shown_value(raw)}: {figure} takes a size ({figure}:10MB), not a percentage: clean code "
+                f"{'grows by about 0 per iteration' if figure == 'growth' else 'leaves about 0 behind'}, so a "
+                "percentage of it is noise"
             )
         percent = float(match.group(1))
         if percent > 1e6:
@@ -115,12 +117,36 @@ def compare_entry(nodeid: str, old: Entry, new: Entry, tolerances: tuple[Toleran
         tolerances = ()
     changes = []
     for figure in FIGURES:
-        a, b = old.figure(figure), new.figure(figure)
-        if a is None or b is None or a == b:
-            continue
-        worse = next((t.text for t in tolerances if t.figure == figure and t.exceeded(a, b)), "")
-        better = next((t.text for t in tolerances if t.figure == figure and t.exceeded(b, a)), "")
-        changes.append(Change(nodeid, figure, a, b, worse, better))
+        change = compare_figure(nodeid, figure, old.figure(figure), new.figure(figure), tolerances)
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def compare_figure(
+    nodeid: str, figure: str, a: int | None, b: int | None, tolerances: tuple[Tolerance, ...]
+) -> Change | None:
+    """One figure of one test against the baseline's; None where either has none or they are equal."""
+    if a is None or b is None or a == b:
+        return None
+    worse = next((t.text for t in tolerances if t.figure == figure and t.exceeded(a, b)), "")
+    better = next((t.text for t in tolerances if t.figure == figure and t.exceeded(b, a)), "")
+    return Change(nodeid, figure, a, b, worse, better)
+
+
+def compare_residues(old: Report, new: Report, tolerances: tuple[Tolerance, ...]) -> list[Change]:
+    """Each test's residue (the suite ledger's) against the baseline's, for the tests both ledgers
+    read, matched as entries are (match_tests); a test that failed in the baseline judges nothing."""
+    if old.ledger is None or new.ledger is None:
+        return []
+    matches = match_tests(old.ledger.tests, new.ledger.tests, old.rootdir or None, new.rootdir or None)
+    changes = []
+    for nodeid, old_id in sorted(matches.items()):
+        before = old.ledger.tests[old_id]
+        judged = tolerances if before.get("outcome") != "failed" else ()
+        change = compare_figure(nodeid, "residue", before["residue"], new.ledger.tests[nodeid]["residue"], judged)
+        if change is not None:
+            changes.append(change)
     return changes
 
 
@@ -259,6 +285,7 @@ def compare(old: Report, new: Report, tolerances: tuple[Tolerance, ...] = ()) ->
     both = sorted(set(old_tests) & set(new_tests))
     for nodeid in both:
         changes += compare_entry(nodeid, old_tests[nodeid], new_tests[nodeid], tolerances)
+    changes += compare_residues(old, new, tolerances)
     changes.sort(key=lambda c: (not c.regressed, -abs(c.percent if c.percent is not None else float("inf")), c.nodeid))
     return Comparison(
         tuple(changes),

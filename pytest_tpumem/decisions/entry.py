@@ -167,7 +167,7 @@ class Entry:
         return self.outcome != "failed"
 
     def figure(self, name: str) -> int | None:
-        """``peak`` or ``growth``."""
+        """``peak`` or ``growth`` (a measured test's; ``residue`` is the suite ledger's, in Report.ledger)."""
         return self.peak if name == "peak" else self.growth if name == "growth" else None
 
     def worst_first(self) -> tuple[int, float, int]:
@@ -261,6 +261,51 @@ def _worst_outcome(outcomes: Iterable[str]) -> str:
 
 
 @dataclass(frozen=True)
+class LedgerTests:
+    """The suite ledger's part of a report: every test it read, with its residue (the bytes of the
+    arrays it made alive after its teardown) and what else its line says; the threshold that
+    names a test; the crashed pytest-xdist workers' last readings (docs/report-schema.md)."""
+
+    threshold: int = 0
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # test id -> {"residue": bytes, "outcome": ...}
+    crashed: tuple[dict[str, Any], ...] = ()  # {"worker": "gw0", "test": id, "said": [lines]}
+
+    def residue(self, nodeid: str) -> int | None:
+        line = self.tests.get(nodeid)
+        return line.get("residue") if line is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"threshold": self.threshold, "tests": dict(sorted(self.tests.items()))}
+        if self.crashed:
+            out["crashed"] = list(self.crashed)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> LedgerTests:
+        def bad(what: str) -> ReportError:
+            return ReportError(f'{where}: "ledger" {what}')
+
+        if not isinstance(obj, dict):
+            raise bad("is not an object")
+        threshold = obj.get("threshold", 0)
+        if not _kind_ok(threshold, _INT) or not _bytes_ok(threshold):
+            raise bad(f'"threshold" is {shown_value(threshold)}, not bytes as a whole number from 0 to 2^63-1')
+        tests = obj.get("tests", {})
+        if not isinstance(tests, dict):
+            raise bad('"tests" is not an object')
+        for nodeid, line in tests.items():
+            residue = line.get("residue") if isinstance(line, dict) else None
+            if not isinstance(line, dict) or not _kind_ok(residue, _INT) or not _bytes_ok(residue):
+                raise bad(
+                    f'test {shown_value(nodeid)}: "residue" is {shown_value(residue)}, not bytes from 0 to 2^63-1'
+                )
+        crashed = obj.get("crashed", [])
+        if not isinstance(crashed, list) or not all(isinstance(c, dict) for c in crashed):
+            raise bad('"crashed" is not a list of objects')
+        return cls(threshold, {k: dict(v) for k, v in tests.items()}, tuple(crashed))
+
+
+@dataclass(frozen=True)
 class Report:
     """A run's report: its context (where and how it ran: docs/report-schema.md), every measured
     test's entry by test id, and the contexts of the processes it was merged from."""
@@ -269,6 +314,7 @@ class Report:
     tests: dict[str, Entry]
     processes: tuple[dict[str, Any], ...] = ()
     version: int = VERSION
+    ledger: LedgerTests | None = None  # the suite ledger's residues, where it ran
 
     @property
     def measured(self) -> int:
@@ -293,6 +339,8 @@ class Report:
         }
         if self.processes:
             out["processes"] = list(self.processes)
+        if self.ledger is not None:
+            out["ledger"] = self.ledger.to_json()
         return out
 
     @classmethod
@@ -325,7 +373,8 @@ class Report:
         if not isinstance(tests, dict):
             raise bad('"tests" is missing or not an object')
         entries = {nodeid: Entry.from_json(entry, where, nodeid) for nodeid, entry in tests.items()}
-        return cls(context, entries, tuple(processes), version)
+        ledger = LedgerTests.from_json(report["ledger"], where) if "ledger" in report else None
+        return cls(context, entries, tuple(processes), version, ledger)
 
 
 def _check_context(c: dict[str, Any], what: str, where: str) -> None:

@@ -37,6 +37,8 @@ class Line:
     ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended in it: (owner, bytes still alive)
     explanation: Explanation | None = None
     cleared: tuple[int, int] | None = None  # jax.clear_caches() after it: (programs, bytes on the devices) it freed
+    peaks: dict[str, int] = field(default_factory=dict)  # where it raised the runtime's high-water mark: its peak
+    outside: int = 0  # growth of device memory no live array holds (programs, the runtime's own); 0 on CPU
 
     @property
     def left(self) -> int:
@@ -80,10 +82,13 @@ def line_of(
 ) -> Line:
     """The line of ``test`` from the reading after it (readings.between.Between) and the one before;
     ``compiled``: the programs first seen at its readings, by line (else the reading's)."""
-    change = {}
+    change, peaks = {}, {}
     if reading.started:
         before = last.devices if last is not None and last.started else {}
         change = {label: n - before.get(label, 0) for label, n in reading.devices.items()}
+        marks = last.peaks if last is not None and last.started else {}
+        # the high-water mark rose while it ran (setup and teardown included): the new mark is its peak, exactly
+        peaks = {label: n for label, n in reading.peaks.items() if n > marks.get(label, -1)}
     return Line(
         test=test,
         index=index,
@@ -99,6 +104,8 @@ def line_of(
         fixtures=fixtures,
         ended=ended,
         explanation=explanation,
+        peaks=peaks,
+        outside=reading.outside - (last.outside if last is not None and last.started else 0) if reading.started else 0,
     )
 
 
@@ -138,6 +145,16 @@ class Session:
         """How often jax.clear_caches() ran between tests, and the programs and device bytes it freed."""
         done = [line.cleared for line in self.lines if line.cleared is not None]
         return len(done), sum(c[0] for c in done), sum(c[1] for c in done)
+
+    def grew_outside(self, top: int) -> list[Line]:
+        """The tests after which device memory that no live array holds grew by the threshold or more."""
+        lines = [line for line in self.lines if over(line.outside, self.threshold)]
+        return sorted(lines, key=lambda line: -line.outside)[: max(top, 0)]
+
+    def highest(self, top: int) -> list[Line]:
+        """The tests whose peak is known (they raised the runtime's high-water mark), the highest first."""
+        known = [line for line in self.lines if line.peaks]
+        return sorted(known, key=lambda line: -max(line.peaks.values()))[: max(top, 0)]
 
     def kept_by_tracebacks(self) -> list[Line]:
         """Failed tests whose traceback kept the threshold or more of their arrays after their teardown."""

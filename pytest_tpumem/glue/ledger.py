@@ -17,6 +17,7 @@ from ..decisions.ledger import BEFORE_TESTS, Line, Session, clear_now, fixture_o
 from .options import Settings
 
 LEDGER_OUTPUT = "tpumem_ledger"  # pytest-xdist workeroutput key: the worker's summary lines
+LEDGER_TESTS = "tpumem_ledger_tests"  # pytest-xdist workeroutput key: the worker's tests, for the JSON report
 
 
 def recorder_path(config: pytest.Config, settings: Settings) -> str | None:
@@ -78,7 +79,7 @@ class Ledger:
         self.config = config
         self.settings = settings
         self.threshold = settings.residue
-        self.reader = BetweenTests()
+        self.reader = BetweenTests(self._devices)
         self.first: Any = None  # the reading before the first test
         self.last: Any = None  # the last reading
         self.lines: list[Line] = []
@@ -93,10 +94,25 @@ class Ledger:
         self.compiled_sites: dict[Any, set[str]] = {}  # site -> the tests that compiled programs there
         self._compiled_now: dict[Any, int] = {}  # programs the running test compiled, seen at its readings
         self.session: Session | None = None
+        self._benchmark: Any = None  # the running test's pytest-benchmark fixture
         self.recorder: FlightRecorder | None = None
         self.recorder_error = ""
         self.crashes: list[str] = []  # pytest-xdist controller: lines said of crashed workers
+        self.crashed: list[dict[str, Any]] = []  # the same, for the JSON report
         self.worker_lines: dict[str, list[str]] = {}  # pytest-xdist controller: each worker's summary
+        self.worker_tests: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: the workers' tests
+
+    def _devices(self) -> list[Any]:
+        """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
+        one): asked by the reading only once a backend runs."""
+        from .active import MEASURER
+
+        measurer = self.config.stash.get(MEASURER, None)
+        if measurer is not None:
+            return measurer.devices()
+        from ..readings.devices import local_devices
+
+        return local_devices()
 
     # --- the flight recorder ---------------------------------------------------------------------
 
@@ -132,7 +148,7 @@ class Ledger:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
         if self.last is None:
             self.first = self.last = self.reader.read(BEFORE_TESTS)
-        self.current, self.outcome = item.nodeid, ""
+        self.current, self.outcome, self._benchmark = item.nodeid, "", None
         self.set_up, self.ended, self._compiled_now = [], [], {}
         self._record({"start": item.nodeid})
         try:
@@ -140,6 +156,14 @@ class Ledger:
         finally:
             self._after(item, nextitem)
             self.current = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """pytest-benchmark's fixture, kept to add the residue to its ``extra_info`` once it is read
+        (pytest-benchmark saves extra_info at the end of the run)."""
+        funcargs = getattr(item, "funcargs", None) or {}
+        bench = funcargs.get("benchmark")
+        self._benchmark = bench if isinstance(getattr(bench, "extra_info", None), dict) else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.nodeid != self.current:
@@ -209,6 +233,9 @@ class Ledger:
             reading, line = self._clear(test, reading, line)
         self.lines.append(line)
         self.last = reading
+        if self._benchmark is not None:
+            self._benchmark.extra_info.setdefault("tpumem", {})["residue"] = line.residue
+            self._benchmark = None
         from ..telling.ledger import line_record
 
         self._record(line_record(line))
@@ -242,6 +269,14 @@ class Ledger:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[LEDGER_OUTPUT] = self.summary_lines()
+            workeroutput[LEDGER_TESTS] = self.report_tests()
+
+    def report_tests(self) -> dict[str, dict[str, Any]]:
+        """Each test's figures for the JSON report (the flight recorder has the whole line); a test
+        read before any backend started has none (no array can exist without one)."""
+        from ..telling.ledger import report_record
+
+        return {line.test: report_record(line) for line in self.lines if line.started}
 
     def _session(self) -> Session:
         from ..decisions.ledger import patterns
@@ -270,6 +305,12 @@ class Ledger:
             collected,
         )
 
+    def report_part(self) -> Any:
+        """The JSON report's "ledger": every test this process (or its pytest-xdist workers) read."""
+        from ..decisions.entry import LedgerTests
+
+        return LedgerTests(self.threshold, {**self.worker_tests, **self.report_tests()}, tuple(self.crashed))
+
     def summary_lines(self) -> list[str]:
         from ..telling.ledger import session_lines
 
@@ -285,10 +326,16 @@ class Ledger:
         path = recorder_path(self.config, self.settings)
         if not worker or path is None:
             return
-        from ..telling.ledger import crash_lines
+        from ..telling.ledger import crash_lines, read_recorder, recorded_tests
 
-        said = crash_lines(worker, crashitem, worker_path(path, worker))
+        try:
+            records: list[dict[str, Any]] | None = read_recorder(worker_path(path, worker))
+        except OSError:
+            records = None
+        said = crash_lines(worker, crashitem, worker_path(path, worker), records)
+        self.worker_tests.update(recorded_tests(records or []))
         self.crashes += said
+        self.crashed.append({"worker": worker, "test": crashitem, "said": said})
         report.longrepr = f"{report.longrepr}\n" + "\n".join(said)
 
     @pytest.hookimpl(optionalhook=True)
@@ -297,6 +344,9 @@ class Ledger:
         lines = output.get(LEDGER_OUTPUT)
         if isinstance(lines, list) and lines:
             self.worker_lines[str(getattr(node.gateway, "id", "?"))] = [str(x) for x in lines]
+        tests = output.get(LEDGER_TESTS)
+        if isinstance(tests, dict):
+            self.worker_tests.update(tests)
 
     @pytest.hookimpl(trylast=True)  # after the measured tests' summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -128,7 +128,12 @@ class Reporter:
             from ..telling import report
 
             tests = {nodeid: Entry.of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
-            self._report = report.build(tests, self._context())
+            from .active import NAMES
+
+            ledger = self.config.pluginmanager.get_plugin(NAMES[2])  # None where -p no:tpumem-ledger blocked it
+            self._report = report.build(
+                tests, self._context(), (), ledger.report_part() if ledger is not None else None
+            )
         return self._report
 
     def _any_backend(self) -> dict[str, Any]:
@@ -176,6 +181,8 @@ class Reporter:
                 "target": s.target,
                 "recompile": s.recompile,
                 "sample_ms": s.sample_interval * 1000,
+                "residue": s.residue,
+                "clear_caches": s.clear_caches,
             },
         }
 
@@ -183,7 +190,9 @@ class Reporter:
         """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
         writes its own file, named with its index."""
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
-        cut_short = _cut_short(session) or (not self.rows and "it measured no test")
+        ledger = self.report().ledger
+        read = bool(self.rows) or (ledger is not None and bool(ledger.tests))
+        cut_short = _cut_short(session) or (not read and "it measured no test")
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
             self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))

@@ -11,6 +11,7 @@ other tests hold, whatever was freed meanwhile."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,17 +30,27 @@ class Between:
     executables: int | None = None  # programs compiled and held by jax's caches; None where not listed
     rss: int | None = None
     owned: dict[str, int] = field(default_factory=dict)  # owner -> bytes of live arrays it made (each buffer once)
-    compiled: dict[Any, int] = field(
-        default_factory=dict
-    )  # programs first seen now, by the user's line (Frame or None)
+    # programs first seen now, by the user's line (Frame or None)
+    compiled: dict[Any, int] = field(default_factory=dict)
+    peaks: dict[str, int] = field(default_factory=dict)  # the runtime's high-water mark per device (GPU, TPU)
+    arrays: dict[str, int] = field(default_factory=dict)  # live arrays' bytes per device (the devices' figure on CPU)
+
+    @property
+    def outside(self) -> int:
+        """Bytes in use on the devices that no live array holds (programs, the runtime's own); 0 on
+        the CPU stand-in, where the figure is the arrays'."""
+        if self.stand_in:
+            return 0
+        return sum(n - self.arrays.get(label, 0) for label, n in self.devices.items())
 
 
 class BetweenTests:
     """Takes the readings: ``reader = BetweenTests()``, then ``reader.read()`` after each test."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices: Callable[[], list[Any]] | None = None) -> None:
         self._live = device_readings.LiveBytesKept()
         self._devices: list[Any] | None = None
+        self._devices_of = devices or device_readings.local_devices  # asked once a backend runs, never before
         self._programs: set[int] | None = None  # ids of the executables held at the last reading
 
     def arrays_of(self, owner: str) -> list[Any]:
@@ -68,9 +79,9 @@ class BetweenTests:
             self._programs = set()  # nothing is compiled without a backend: what comes next is new
             return Between(False, rss=rss)
         if self._devices is None:
-            self._devices = device_readings.local_devices()  # the backend runs: this starts nothing
+            self._devices = list(self._devices_of())  # the backend runs: this starts nothing
         devices = self._devices
-        in_use = device_readings.read_in_use(devices)
+        in_use, peaks = device_readings.read_in_use_and_peaks(devices)
         stand_in = len(in_use) < len(devices)
         live = self._live(owner)  # walked on every platform: who made what is still alive
         figures = live if stand_in else in_use
@@ -83,6 +94,8 @@ class BetweenTests:
             rss,
             dict(self._live.owned),
             self._compiled(listed),
+            peaks,
+            live,
         )
 
     def _compiled(self, listed: list[Any] | None) -> dict[Any, int]:

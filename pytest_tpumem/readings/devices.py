@@ -307,14 +307,24 @@ def read_used(devices: Iterable[Any]) -> dict[str, int]:
 
 
 @_one_at_a_time
+def read_in_use_and_peaks(devices: Iterable[Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """The runtime's bytes in use and its high-water mark (peak_bytes_in_use since the process
+    began), for the devices that report them (none on CPU): one memory_stats() call a device."""
+    in_use: dict[str, int] = {}
+    peaks: dict[str, int] = {}
+    for dev in devices:
+        stats = memory_stats(dev)
+        label = device_label(dev)
+        for out, key in ((in_use, "bytes_in_use"), (peaks, "peak_bytes_in_use")):
+            value = _stat(stats, key)
+            if value is not None:
+                out[label] = value
+    return in_use, peaks
+
+
 def read_in_use(devices: Iterable[Any]) -> dict[str, int]:
     """The runtime's bytes in use, for the devices that report it (none on CPU): no live-array walk."""
-    out = {}
-    for dev in devices:
-        in_use = _stat(memory_stats(dev), "bytes_in_use")
-        if in_use is not None:
-            out[device_label(dev)] = in_use
-    return out
+    return read_in_use_and_peaks(devices)[0]
 
 
 def memory_profile() -> bytes | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..units import format_delta, format_size
+from ..units import format_size
 from .words import plural, table
 
 if TYPE_CHECKING:
@@ -18,12 +18,27 @@ if TYPE_CHECKING:
 # --- a run against a baseline --------------------------------------------------------------------
 
 
-def change_line(change: Change, baseline: str = "the baseline") -> str:
-    """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
+def _delta(change: Change) -> str:
+    """The change in bytes, signed; with more digits where it would read as the size tolerance it
+    was judged against (+10.000001MB beyond residue:10MB, not +10.0MB)."""
     delta = change.new - change.old
     sign = "+" if delta >= 0 else "-"
+    judged = change.regressed_beyond or change.improved_beyond
+    amount = judged.partition(":")[2]
+    if amount and not amount.endswith("%"):
+        from ..units import format_apart, parse_size
+
+        try:
+            return sign + format_apart(abs(delta), parse_size(amount))[0]
+        except ValueError:
+            pass
+    return sign + format_size(abs(delta))
+
+
+def change_line(change: Change, baseline: str = "the baseline") -> str:
+    """``peak 130.0MB, was 100.0MB in base.json (+30.0%, +30.0MB), beyond peak:10%``"""
     pct = "" if change.percent is None else f"{change.percent:+.1f}%, "
-    line = f"{change.figure} {format_size(change.new)}, was {format_size(change.old)} in {baseline} ({pct}{sign}{format_size(abs(delta))})"
+    line = f"{change.figure} {format_size(change.new)}, was {format_size(change.old)} in {baseline} ({pct}{_delta(change)})"
     if change.regressed:
         line += f", beyond {change.regressed_beyond}"
     elif change.improved:
@@ -49,7 +64,7 @@ def _change_row(change: Change, foreign: bool) -> tuple[str, ...]:
         format_size(change.old),
         format_size(change.new),
         percent,
-        format_delta(change.new - change.old),
+        _delta(change),
         _status(change, foreign),
         change.nodeid,
     )
@@ -128,6 +143,11 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
     if comparison.missing:
         tally.append(f"{len(comparison.missing)} missing")
     lines.append(", ".join(tally))
+    if any(c.figure == "residue" for c in comparison.regressions):
+        lines.append(
+            "a residue is read after its test's report (once pytest has dropped its fixtures): a residue that "
+            "regressed fails the run, not the test"
+        )
     return lines
 
 

@@ -16,7 +16,8 @@ RECORDER_SCHEMA = "pytest-tpumem-ledger"
 RECORDER_VERSION = 1
 STAND_IN = "the bytes of live arrays (the runtime reports none on this backend)"
 SHOWN_SITES = 3  # the lines of code a named test's explanation lists
-TAIL_BYTES = 1 << 16  # how much of a crashed worker's flight recorder is read
+SHOWN_PEAKS = 5  # the highest per-test peaks the summary lists
+RECORDER_MAX_BYTES = 64 << 20  # the most of a crashed worker's flight recorder that is read (its end)
 
 
 def _site(site: Any) -> str:
@@ -51,6 +52,10 @@ def line_record(line: Line) -> dict[str, Any]:
         record["fixtures"] = dict(line.fixtures)
     if line.ended:
         record["ended"] = dict(line.ended)
+    if line.peaks:
+        record["peaks"] = line.peaks
+    if line.outside:
+        record["outside"] = line.outside
     if line.cleared is not None:
         record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
     if line.explanation is not None:
@@ -61,6 +66,23 @@ def line_record(line: Line) -> dict[str, Any]:
         record["held"] = [{"by": h.holder, "path": h.path, "bytes": h.nbytes} for h in line.explanation.held]
         record["traceback"] = line.explanation.traceback
         record["collected"] = line.explanation.collected
+    return record
+
+
+def report_record(line: Line) -> dict[str, Any]:
+    """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, not its explanation."""
+    record: dict[str, Any] = {
+        "outcome": line.outcome,
+        "residue": line.residue,
+        "left": line.left,
+        "compiled": line.compiled,
+    }
+    if line.outside:
+        record["outside"] = line.outside
+    if line.peaks:
+        record["peaks"] = dict(line.peaks)
+    if line.cleared is not None:
+        record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
     return record
 
 
@@ -119,15 +141,11 @@ def _fate(session: Session, test: str) -> str:
     return f"{format_size(end)} still alive at the end"
 
 
-def session_lines(session: Session, top: int) -> list[str]:
-    """The summary: the session's memory from start to end per device, the tests that left the
-    most behind and why, patterns across tests, fixtures that kept memory after their scope."""
+def _totals(session: Session) -> list[str]:
+    """The session's memory from the first test to the end: devices, programs, host, clearing."""
     first, last = _devices(session.first), _devices(session.last)
-    n = len(session.lines)
-    if not last:
-        return [f"{plural(n, 'test')} read between; no jax backend was started: nothing on a device to account for"]
     what = STAND_IN if session.last.stand_in else "the runtime's bytes in use"
-    out = [f"{plural(n, 'test')} read between, each after its teardown; device memory as {what}:"]
+    out = [f"{plural(len(session.lines), 'test')} read between, each after its teardown; device memory as {what}:"]
     for label, end in last.items():
         limit = session.bytes_limit.get(label)
         start = first.get(label)
@@ -146,9 +164,39 @@ def session_lines(session: Session, top: int) -> list[str]:
             f"  jax.clear_caches() ran after {plural(times, 'test')} (--tpumem-clear-caches): it freed "
             f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
         )
+    return out
+
+
+def _runtime(session: Session, top: int) -> list[str]:
+    """What only a runtime that reports bytes in use shows (GPU, TPU): memory no array holds, peaks."""
+    out = []
+    outside = session.grew_outside(top)
+    if outside:
+        out.append(
+            f"{plural(len(outside), 'test')} grew the device memory that no live array holds by "
+            f"{format_size(session.threshold)} or more (programs jax compiled, the runtime's own buffers):"
+        )
+        for line in outside:
+            compiled = f"; it compiled {plural(line.compiled, 'program')} jax holds" if line.compiled else ""
+            out.append(f"  {format_delta(line.outside)}  {line.test}{compiled}")
+    highest = session.highest(min(top, SHOWN_PEAKS))
+    if highest:
+        out.append(
+            "the highest peaks, of the tests that raised the runtime's high-water mark (peak_bytes_in_use: a test "
+            "under an earlier test's mark has no peak of its own to read):"
+        )
+        for line in highest:
+            marks = ", ".join(f"{label} {format_size(n)}" for label, n in line.peaks.items())
+            out.append(f"  {marks}  {line.test}")
+    return out
+
+
+def _residues(session: Session, top: int) -> list[str]:
+    """The tests named for what they left, why, and the failed tests whose traceback kept arrays."""
+    least = format_size(session.threshold)
+    out = []
     worst = session.worst(top)
     count = session.named_count()
-    least = format_size(session.threshold)
     if count:
         out.append(
             f"{plural(count, 'test')} left {least} or more of the arrays they made alive after their teardown "
@@ -168,8 +216,12 @@ def session_lines(session: Session, top: int) -> list[str]:
         )
         for line in kept[:top]:
             assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
-            fate = _fate(session, line.test)
-            out.append(f"  {format_size(line.explanation.traceback)}  {line.test}: {fate}")
+            out.append(f"  {format_size(line.explanation.traceback)}  {line.test}: {_fate(session, line.test)}")
+    return out
+
+
+def _patterns(session: Session, top: int) -> list[str]:
+    out = []
     for p in session.patterns[:top]:
         if p.nbytes:
             out.append(f"{p.tests} tests left arrays made at {_site(p.site)} alive: {format_size(p.nbytes)} at the end")
@@ -178,6 +230,12 @@ def session_lines(session: Session, top: int) -> list[str]:
                 f"{p.tests} tests compiled programs at {_site(p.site)} that jax's caches keep: "
                 f"{p.programs} at the end (jax.clear_caches() frees them)"
             )
+    return out
+
+
+def _fixtures(session: Session) -> list[str]:
+    """What wider-scope fixtures held, and whether it was freed when their scope ended."""
+    out = []
     ended = dict(session.fixtures_ended)
     for owner, holds in session.fixture_holds:
         paths = ", ".join(f"{h.path or 'its value'} {format_size(h.nbytes)}" for h in holds[:SHOWN_SITES])
@@ -195,27 +253,46 @@ def session_lines(session: Session, top: int) -> list[str]:
     return out
 
 
+def session_lines(session: Session, top: int) -> list[str]:
+    """The summary: the session's memory from start to end per device, what only a runtime shows,
+    the tests that left the most behind and why, patterns across tests, the fixtures' memory."""
+    if not _devices(session.last):
+        n = len(session.lines)
+        return [f"{plural(n, 'test')} read between; no jax backend was started: nothing on a device to account for"]
+    return (
+        _totals(session)
+        + _runtime(session, top)
+        + _residues(session, top)
+        + _patterns(session, top)
+        + _fixtures(session)
+    )
+
+
 def change_text(change: dict[str, int]) -> str:
     return ", ".join(f"{label} {format_delta(n)}" for label, n in change.items())
 
 
-def crash_lines(worker: str, test: str, path: str) -> list[str]:
-    """What a crashed pytest-xdist worker's flight recorder says: the test it started last and the
-    readings after the test before it."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
-            tail = f.read().decode("utf-8", "replace").splitlines()
-    except OSError as e:
-        return [f"tpumem: {worker}'s flight recorder {path} could not be read: {e.strerror or e}"]
+def read_recorder(path: str) -> list[dict[str, Any]]:
+    """A flight recorder's records (its last line, cut short by a kill, skipped); OSError where it cannot be read."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - RECORDER_MAX_BYTES))
+        tail = f.read().decode("utf-8", "replace").splitlines()
     records = []
     for text in tail:
         try:
             record = json.loads(text)
         except ValueError:
-            continue  # the first line of the tail, cut; a line the kill cut short
+            continue  # a line the kill cut short (or the first, where the file was cut to its last bytes)
         if isinstance(record, dict):
             records.append(record)
+    return records
+
+
+def crash_lines(worker: str, test: str, path: str, records: list[dict[str, Any]] | None) -> list[str]:
+    """What a crashed pytest-xdist worker's flight recorder says: the test it started last and the
+    readings after the test before it (``records`` None: the file could not be read)."""
+    if records is None:
+        return [f"tpumem: {worker}'s flight recorder {path} could not be read"]
     started = next((r["start"] for r in reversed(records) if "start" in r), None)
     last = next((r for r in reversed(records) if "test" in r and isinstance(r.get("devices"), dict)), None)
     out = [f"tpumem: {worker}'s flight recorder ({path}): the last test it began was {started or test}"]
@@ -228,3 +305,14 @@ def crash_lines(worker: str, test: str, path: str) -> list[str]:
         f"host RSS {format_size(last.get('rss'))}"
     )
     return out
+
+
+def recorded_tests(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The tests a flight recorder's records hold, as the JSON report keeps them (report_record's
+    keys): what a crashed worker read before it died is not lost."""
+    keys = ("outcome", "residue", "left", "compiled", "outside", "peaks", "cleared")
+    return {
+        r["test"]: {k: r[k] for k in keys if k in r}
+        for r in records
+        if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int) and r.get("devices")
+    }

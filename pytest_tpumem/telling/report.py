@@ -11,16 +11,36 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ..decisions.entry import SCHEMA, VERSION, Entry, Report, merged_entries
+from ..decisions.entry import SCHEMA, VERSION, Entry, LedgerTests, Report, merged_entries
 from ..errors import ReportError
 
 __all__ = ["SCHEMA", "VERSION", "ReportError", "build", "dumps", "merge_reports", "process_path", "read", "write"]
 
 
-def build(tests: dict[str, Entry], context: dict[str, Any], processes: Iterable[dict[str, Any]] = ()) -> Report:
+def build(
+    tests: dict[str, Entry],
+    context: dict[str, Any],
+    processes: Iterable[dict[str, Any]] = (),
+    ledger: LedgerTests | None = None,
+) -> Report:
     """The whole report: ``tests`` maps a test id to its entry (decisions.entry.Entry.of), in the
-    order the tests ran (the summary keeps it among equals; the file is written sorted by id)."""
-    return Report(context, dict(tests), tuple(processes))
+    order the tests ran (the summary keeps it among equals; the file is written sorted by id);
+    ``ledger`` the suite ledger's residues, where it ran."""
+    return Report(context, dict(tests), tuple(processes), ledger=ledger)
+
+
+def merged_ledgers(ledgers: list[LedgerTests]) -> LedgerTests | None:
+    """The suite ledgers of several processes as one: every test's line (a test two processes both
+    ran keeps the larger residue), the largest threshold, every crash."""
+    if not ledgers:
+        return None
+    tests: dict[str, dict[str, Any]] = {}
+    for ledger in ledgers:
+        for nodeid, line in ledger.tests.items():
+            if nodeid not in tests or line["residue"] > tests[nodeid]["residue"]:
+                tests[nodeid] = line
+    crashed = tuple(c for ledger in ledgers for c in ledger.crashed)
+    return LedgerTests(max(ledger.threshold for ledger in ledgers), tests, crashed)
 
 
 def dumps(report: Report) -> bytes:
@@ -135,5 +155,6 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
         "started": min(str(c.get("started", "")) for c in contexts),
         "finished": max(finished) if finished else None,
     }
-    result = build(merged, context, contexts)
+    ledgers = [report.ledger for _, report in reports if report.ledger is not None]
+    result = build(merged, context, contexts, merged_ledgers(ledgers))
     return Report.from_json(result.to_json(), "the merged report")  # what merge writes, show and compare read

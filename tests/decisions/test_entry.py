@@ -109,3 +109,51 @@ def test_a_tests_verdict_is_the_worst_of_its_checks_in_any_order():
     assert Entry.of([leak, ok]).verdict is Entry.of([ok, leak]).verdict is Verdict.LEAK
     assert Entry.of([over, ok, leak]).verdict is Verdict.LEAK and Entry.of([ok, over]).verdict is Verdict.OVER_BUDGET
     assert Entry.of([]).verdict is Verdict.OK
+
+
+def _ledger(tests, threshold=10 * MB, crashed=()):
+    return entries.LedgerTests(threshold, tests, tuple(crashed))
+
+
+def test_a_reports_ledger_goes_through_json_and_back():
+    ledger = _ledger(
+        {"t.py::a": {"outcome": "passed", "residue": 64 * MB, "left": 64 * MB, "compiled": 1}},
+        crashed=[{"worker": "gw0", "test": "t.py::b", "said": ["tpumem: gw0's flight recorder ..."]}],
+    )
+    data = Report({"platform": "cpu"}, {}, ledger=ledger).to_json()
+    again = Report.from_json(json.loads(json.dumps(data)), "r.json")
+    assert again.ledger == ledger and again.ledger.residue("t.py::a") == 64 * MB and again.ledger.residue("x") is None
+    assert "ledger" not in Report({"platform": "cpu"}, {}).to_json()  # a run without the ledger says nothing of it
+
+
+@pytest.mark.parametrize(
+    ("ledger", "says"),
+    [
+        ([], '"ledger" is not an object'),
+        ({"threshold": -1}, '"ledger" "threshold" is -1, not bytes'),
+        ({"tests": []}, '"ledger" "tests" is not an object'),
+        ({"tests": {"t.py::a": {"residue": -5}}}, '"ledger" test \'t.py::a\': "residue" is -5, not bytes'),
+        ({"tests": {"t.py::a": {"residue": "64MB"}}}, "\"ledger\" test 't.py::a': \"residue\" is '64MB', not bytes"),
+        ({"tests": {"t.py::a": 7}}, '"ledger" test \'t.py::a\': "residue" is None, not bytes'),
+        ({"crashed": {}}, '"ledger" "crashed" is not a list of objects'),
+    ],
+)
+def test_a_bad_ledger_is_refused_naming_the_file_and_the_key(ledger, says):
+    data = Report({"platform": "cpu"}, {}).to_json() | {"ledger": ledger}
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value).startswith(f"r.json: {says}")
+
+
+def test_merged_ledgers_keep_every_test_the_larger_residue_and_every_crash():
+    from pytest_tpumem.telling.report import merged_ledgers
+
+    one = _ledger({"a": {"residue": 5}, "b": {"residue": 9}}, crashed=[{"worker": "gw0", "test": "c", "said": []}])
+    two = _ledger({"b": {"residue": 11}, "d": {"residue": 0}}, threshold=20 * MB)
+    merged = merged_ledgers([one, two])
+    assert merged == _ledger(
+        {"a": {"residue": 5}, "b": {"residue": 11}, "d": {"residue": 0}},
+        threshold=20 * MB,
+        crashed=[{"worker": "gw0", "test": "c", "said": []}],
+    )
+    assert merged_ledgers([]) is None

@@ -101,3 +101,11 @@ def test_a_gate_that_compared_nothing_fails_only_where_it_gates():
     old, new = Report(CPU, {"a.py::t": Entry(peak=1)}), Report(CPU, {"b.py::t": Entry(peak=1)})
     assert compare(old, new, (parse_tolerance("peak:10%"),)).failed
     assert not compare(old, new).failed
+
+
+def test_residue_takes_a_size_and_refuses_a_percentage():
+    assert parse_tolerance("residue:10MB").amount == 10 * MB
+    with pytest.raises(
+        ToleranceError, match=r"residue takes a size \(residue:10MB\), not a percentage: clean code leaves"
+    ):
+        parse_tolerance("residue:10%")
