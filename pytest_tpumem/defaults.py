@@ -27,4 +27,5 @@ WAIT_IDLE_S = 2.0  # the longest a reading waits for dropped programs still runn
 MAX_ITERATIONS = 1000
 MAX_WARMUP = 100
 MAX_PROGRAMS = 10**7  # --tpumem-clear-caches=N: far more programs than any process holds
+MAX_GPUS = 1024  # --tpumem-gpus: more GPUs than any host has
 MAX_CHIPS = 4096  # --tpumem-tpu-chips: a TPU slice's chips a host's workers share, far more than any host has

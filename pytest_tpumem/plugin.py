@@ -58,13 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
         from .glue.measure import Measurer
         from .glue.reporter import Reporter
 
-        try:  # pytest-xdist on a TPU host: chips of its own for each worker (--tpumem-tpu-chips)
-            chips.check_controller(config, settings)
-            chips.apply(config, settings)
+        try:  # pytest-xdist on a TPU or GPU host: chips or GPUs of its own for each worker
+            shared = chips.share_out(config, settings)
         except options.SettingError as e:
             raise pytest.UsageError(f"pytest-tpumem: {e}") from None
         reporter = config.stash[REPORTER] = Reporter(config, settings)
-        measurer = config.stash[MEASURER] = Measurer(config, settings, reporter)
+        measurer = config.stash[MEASURER] = Measurer(config, settings, reporter, shared)
         config.pluginmanager.register(reporter, NAMES[0])
         config.pluginmanager.register(measurer, NAMES[1])
         config.pluginmanager.register(Ledger(config, settings), NAMES[2])

@@ -151,3 +151,20 @@ def test_the_ledger_reads_the_runtime_and_names_what_a_test_left_and_the_peaks_i
         "MB  test_the_ledger_reads_the_runtime_and_names_what_a_test_left_and_the_peaks_it_raised.py::test_clean"
         not in text
     )
+
+
+def test_two_xdist_workers_share_one_gpu_under_tpumem_gpus(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        """
+        import jax, jax.numpy as jnp
+
+        def test_uses_the_gpu(worker_id):
+            x = jnp.ones((250_000_000,), jnp.float32)  # 1 GB each, on the one GPU both workers share
+            assert float(x[:10].sum()) == 10.0
+            assert jax.devices()[0].memory_stats()["bytes_limit"] > 10**9
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--dist", "each", "-n", "2", "--tpumem-gpus=1")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["tpumem: --tpumem-gpus: 2 pytest-xdist workers on 1 GPU: each worker a share of *"])

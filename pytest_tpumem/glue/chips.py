@@ -186,18 +186,20 @@ def _warn_if_shared(config: Any, workers: int, root: str = "/") -> None:
 
 
 class ChipSlots:
-    """Controller side: which slot (which chips) each worker holds, in ``workerinput``."""
+    """Controller side: which slot (which chips, or GPUs: glue/gpus.py) each worker holds, in
+    ``workerinput``, under ``slot_key``, with the host's count under ``count_key``."""
 
-    def __init__(self, workers: int, chips: int):
+    def __init__(self, workers: int, chips: int, slot_key: str = SLOT, count_key: str = CHIPS):
         self.chips = chips
         self.free = list(range(workers))
         self.held: dict[str, int] = {}
+        self.slot_key, self.count_key = slot_key, count_key
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[CHIPS] = self.chips
+        node.workerinput[self.count_key] = self.chips
         if self.free:
             self.held[node.gateway.id] = slot = self.free.pop(0)
-            node.workerinput[SLOT] = slot
+            node.workerinput[self.slot_key] = slot
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         slot = self.held.pop(node.gateway.id, None)
@@ -217,14 +219,27 @@ def _resolve(tpu_chips: int | str) -> int:
     return chips
 
 
-def _not_started(where: str) -> None:
+def _not_started(where: str, flag: str = FLAG) -> None:
     from ..readings.jaxcompat import backends_started
 
     if backends_started():
         raise SettingError(
-            f"{FLAG}: jax's backend was started {where} (a conftest or plugin called jax.devices() or ran a "
+            f"{flag}: jax's backend was started {where} (a conftest or plugin called jax.devices() or ran a "
             "computation at import or configure time); start it inside the tests, or leave out the option"
         )
+
+
+def share_out(config: Any, settings: Settings) -> list[str]:
+    """pytest-xdist on a TPU or GPU host: each worker's chips (--tpumem-tpu-chips) or GPUs
+    (--tpumem-gpus), in the controller and in each worker; the header's lines of what was set.
+    SettingError where they cannot be shared out."""
+    from . import gpus
+
+    check_controller(config, settings)
+    apply(config, settings)
+    said = gpus.check_controller(config, settings)
+    gpus.apply(config, settings)
+    return [said] if said else []
 
 
 def _not_chosen_already(environ: Any) -> None:

@@ -52,8 +52,9 @@ def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
 class Measurer:
     """Measures each planned test; reached through ``config.stash[MEASURER]`` (the fixtures use it)."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, reporter: Reporter):
+    def __init__(self, config: pytest.Config, settings: Settings, reporter: Reporter, shared: list[str] | None = None):
         self.config = config
+        self.shared = shared or []  # the header's lines of what pytest-xdist's workers were given (GPUs)
         self.settings = settings
         self.reporter = reporter  # where the run's counts and the baseline are
         self.collect_first: str | bool = False  # a test raised: its traceback's cycle may hold arrays until the
@@ -103,7 +104,11 @@ class Measurer:
             from ..readings.devices import installed_versions
 
             lines.append(versions_line(installed_versions()))
-        return lines + [settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
+        return (
+            lines
+            + self.shared
+            + [settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
+        )
 
     def capacity(self, target: Any = None) -> tuple[int, str] | None:
         """For a leak forecast where the device reports no limit: the usable HBM of the test's TPU

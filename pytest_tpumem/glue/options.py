@@ -129,6 +129,15 @@ def to_tolerances(value: Any, where: str) -> tuple[Any, ...]:
     return tolerances
 
 
+def to_gpus(value: Any, where: str) -> int | str:
+    text = str(value).strip().lower()
+    if text == "auto":
+        return text
+    if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_GPUS:
+        return int(text)
+    raise SettingError(f"{where}: {value!r} is neither auto nor a number of GPUs from 1 to {defaults.MAX_GPUS}")
+
+
 def to_chips(value: Any, where: str) -> int | str:
     text = str(value).strip().lower()
     if text == "auto":
@@ -262,6 +271,13 @@ OPTIONS = (
         to_tolerances,
     ),
     Option(
+        "tpumem_gpus",
+        "under pytest-xdist on an NVIDIA GPU host: give each worker GPUs of its own (CUDA_VISIBLE_DEVICES), or, "
+        "with more workers than GPUs, an even share of one GPU's memory taken on demand "
+        "(XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION); auto counts them, or give the number",
+        to_gpus,
+    ),
+    Option(
         "tpumem_residue",
         "the suite ledger names each test that leaves this much of the arrays it made alive after its teardown, "
         f"with what made and keeps them (default {format_size(defaults.RESIDUE)}; 0 names none)",
@@ -312,6 +328,7 @@ class Settings(NamedTuple):
     compare_fail: tuple[Any, ...] = ()  # decisions.compare.Tolerance
     compare_missing: str = COMPARE_MISSING[0]
     tpu_chips: int | str | None = None  # "auto", or the host's chip count
+    gpus: int | str | None = None  # "auto", or the host's GPU count
     residue: int = defaults.RESIDUE  # the suite ledger names a test that leaves this much behind
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
     clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, or a number of programs held
@@ -387,6 +404,7 @@ def resolve(
         compare_fail=values.get("tpumem_compare_fail", ()),
         compare_missing=values.get("tpumem_compare_missing", COMPARE_MISSING[0]),
         tpu_chips=values.get("tpumem_tpu_chips"),
+        gpus=values.get("tpumem_gpus"),
         residue=values.get("tpumem_residue", defaults.RESIDUE),
         ledger_path=values.get("tpumem_ledger"),
         clear_caches=values.get("tpumem_clear_caches", CLEAR_CACHES[0]),
