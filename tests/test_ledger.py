@@ -355,3 +355,48 @@ def test_a_residue_regression_beyond_its_tolerance_fails_the_run(pytester, monke
     assert result.ret == (1 if regressed else 0)
     said = "a residue is read after its test's report (once pytest has dropped its fixtures): a residue that "
     assert (said in result.stdout.str()) is regressed
+
+
+def test_the_sessions_picture_is_written_beside_the_json_report(planted):
+    import xml.etree.ElementTree as ET
+
+    result = planted.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-json=out/r.json")
+    result.assert_outcomes(passed=5, failed=1)
+    picture = planted.path / "out" / "r.ledger.svg"
+    result.stdout.fnmatch_lines([f"the session's picture (memory and programs after each test): {picture}"])
+    svg = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(picture).getroot()
+    devices = {
+        p.get("data-name"): p.get("points").split() for p in root.iter(f"{svg}polyline") if p.get("class") == "device"
+    }
+    assert sorted(devices) == ["cpu:0", "cpu:1"] and all(len(points) == 6 for points in devices.values())
+    named = [c.find(f"{svg}title").text for c in root.iter(f"{svg}circle") if c.get("class") == "named"]
+    assert named == ["test_planted.py::test_leaks_into_module_list: left 64.0MB"]
+    (programs,) = [p for p in root.iter(f"{svg}polyline") if p.get("class") == "programs"]
+    assert len(programs.get("points").split()) == 6
+
+
+def test_without_a_json_report_the_picture_is_beside_the_flight_recorder_and_a_workers_is_its_own(planted):
+    pytest.importorskip("xdist")
+    result = planted.runpytest_subprocess("--tpumem", "-n", "1", "--tpumem-ledger=rec/ledger.jsonl")
+    result.assert_outcomes(passed=5, failed=1)
+    assert sorted(p.name for p in (planted.path / "rec").iterdir()) == ["ledger.gw0.jsonl", "ledger.gw0.svg"]
+    result.stdout.fnmatch_lines(
+        [f"  the session's picture (memory and programs after each test): {planted.path / 'rec' / 'ledger.gw0.svg'}"]
+    )
+
+
+def test_a_flight_recorder_that_cannot_be_written_is_said_and_fails_no_test(pytester):
+    pytester.makepyfile("import jax.numpy as jnp\n\ndef test_a():\n    assert jnp.ones(3).sum() == 3\n")
+    (pytester.path / "taken").write_text("a file, not a directory")
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=taken/ledger.jsonl")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            f"tpumem: the ledger's flight recorder could not be written to {pytester.path / 'taken' / 'ledger.jsonl'}: "
+            "File exists",
+            f"tpumem: the session's picture could not be written to {pytester.path / 'taken' / 'ledger.svg'}: "
+            "Not a directory",
+        ]
+    )

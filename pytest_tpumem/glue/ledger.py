@@ -50,6 +50,22 @@ def worker_path(path: str, worker: str) -> str:
     return f"{root}.{worker}{ext or '.jsonl'}"
 
 
+def picture_path(config: pytest.Config, settings: Settings) -> str | None:
+    """The session's picture: beside --tpumem-json (``report.json`` -> ``report.ledger.svg``),
+    else beside the flight recorder (``ledger.svg``); a pytest-xdist worker's named with its id
+    (each process's memory is its own). None where neither is written."""
+    worker = worker_id(config)
+    if settings.json_path is not None:
+        root = os.path.splitext(settings.json_path)[0] + ".ledger"
+    else:
+        recorder = recorder_path(config, settings)
+        if recorder is None:
+            return None
+        root = os.path.splitext(recorder)[0]
+        worker = ""  # the recorder's name has it already
+    return f"{root}.{worker}.svg" if worker else f"{root}.svg"
+
+
 class FlightRecorder:
     """The ledger appended to a file, a JSON object a line, flushed after each (no fsync: a process
     killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not)."""
@@ -59,6 +75,7 @@ class FlightRecorder:
 
         self.path = path
         self._dumps = json.dumps
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as the JSON report's directory is made
         self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (open for the run, closed at its end)
         self.write(header)
 
@@ -96,7 +113,8 @@ class Ledger:
         self.session: Session | None = None
         self._benchmark: Any = None  # the running test's pytest-benchmark fixture
         self.recorder: FlightRecorder | None = None
-        self.recorder_error = ""
+        self.write_errors: list[str] = []  # the flight recorder's or the picture's: said, never a test's failure
+        self.picture: str | None = None  # the session's picture, where it was written
         self.crashes: list[str] = []  # pytest-xdist controller: lines said of crashed workers
         self.crashed: list[dict[str, Any]] = []  # the same, for the JSON report
         self.worker_lines: dict[str, list[str]] = {}  # pytest-xdist controller: each worker's summary
@@ -129,7 +147,7 @@ class Ledger:
         except OSError as e:
             from ..telling.ledger import recorder_not_written
 
-            self.recorder_error = recorder_not_written(path, e)
+            self.write_errors.append(recorder_not_written(path, e))
 
     def _record(self, record: dict[str, Any]) -> None:
         if self.recorder is None:
@@ -139,7 +157,7 @@ class Ledger:
         except (OSError, ValueError) as e:  # a full disk; never the test's failure
             from ..telling.ledger import recorder_not_written
 
-            self.recorder_error = recorder_not_written(self.recorder.path, e)
+            self.write_errors.append(recorder_not_written(self.recorder.path, e))
             self.recorder = None
 
     # --- around each test ------------------------------------------------------------------------
@@ -260,6 +278,7 @@ class Ledger:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.first is not None:
             self.session = self._session()
+            self._draw()
         if self.recorder is not None:
             from ..telling.ledger import end_record
 
@@ -277,6 +296,28 @@ class Ledger:
         from ..telling.ledger import report_record
 
         return {line.test: report_record(line) for line in self.lines if line.started}
+
+    def _draw(self) -> None:
+        """The session's picture, written whole (telling.files.write_atomic) or said not written."""
+        path = picture_path(self.config, self.settings)
+        if path is None or not any(line.started for line in self.lines):
+            return
+        from ..telling.files import write_atomic
+        from ..telling.svg import session_picture
+
+        worker = worker_id(self.config)
+        title = f"pytest-tpumem ledger: {len(self.lines)} tests" + (
+            f" (pytest-xdist worker {worker})" if worker else ""
+        )
+        stand_in = bool(self.last is not None and self.last.stand_in)
+        try:
+            write_atomic(path, session_picture(self.lines, self.threshold, title, stand_in).encode())
+        except OSError as e:
+            from ..telling.ledger import picture_not_written
+
+            self.write_errors.append(picture_not_written(path, e))
+        else:
+            self.picture = path
 
     def _session(self) -> Session:
         from ..decisions.ledger import patterns
@@ -312,10 +353,12 @@ class Ledger:
         return LedgerTests(self.threshold, {**self.worker_tests, **self.report_tests()}, tuple(self.crashed))
 
     def summary_lines(self) -> list[str]:
-        from ..telling.ledger import session_lines
+        from ..telling.ledger import picture_written, session_lines
 
         lines = session_lines(self.session, self.settings.top) if self.session is not None else []
-        return lines + ([self.recorder_error] if self.recorder_error else [])
+        if self.picture is not None:
+            lines.append(picture_written(self.picture))
+        return lines + self.write_errors
 
     # --- pytest-xdist controller -----------------------------------------------------------------
 

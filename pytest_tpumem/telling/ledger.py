@@ -33,6 +33,15 @@ def recorder_not_written(path: str, error: BaseException) -> str:
     return f"tpumem: the ledger's flight recorder could not be written to {path}: {reason}"
 
 
+def picture_written(path: str) -> str:
+    return f"the session's picture (memory and programs after each test): {path}"
+
+
+def picture_not_written(path: str, error: BaseException) -> str:
+    reason = getattr(error, "strerror", None) or error
+    return f"tpumem: the session's picture could not be written to {path}: {reason}"
+
+
 def line_record(line: Line) -> dict[str, Any]:
     """A test's line as the flight recorder writes it."""
     record: dict[str, Any] = {

@@ -5,7 +5,7 @@ text, no plotting library."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from ..units import format_size
@@ -99,6 +99,101 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         dash = ' stroke-dasharray="6,4"' if dashed else ""
         out.append(
             f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>'
+        )
+        out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
+        ly += 20
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+SESSION_PANEL = 220  # the height of each of the session picture's two panels
+
+
+def session_picture(lines: list[Any], threshold: int, title: str, stand_in: bool) -> str:
+    """The suite ledger's picture (decisions.ledger.Line, in the order the tests ran): the device
+    memory after each test, a line per device, with a red dot where a test was named for what it
+    left (hover: the test and its residue); below, the programs jax holds after each test."""
+    from ..decisions.ledger import named
+
+    read = [line for line in lines if line.started]
+    labels = sorted({label for line in read for label in line.devices})
+    n = max(len(lines), 1)
+    plot_w = WIDTH - LEFT - RIGHT
+    height = TOP + 20 + 2 * SESSION_PANEL + 3 * BOTTOM // 2 + 20
+    top2 = TOP + 20 + SESSION_PANEL + BOTTOM
+
+    def x(index: int) -> float:
+        return LEFT + plot_w * (index - 1) / max(n - 1, 1)
+
+    def axis(high: float, top: int, fmt: Any) -> tuple[Any, list[str]]:
+        step = _nice_step(high)
+        high = step * max(1, -(-high // step))
+
+        def y(v: float) -> float:
+            return top + SESSION_PANEL * (1 - v / high)
+
+        out = []
+        v: float = 0
+        while v <= high + step / 2:
+            out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
+            out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{escape(fmt(v))}</text>')
+            v += step
+        out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{top}" y2="{top + SESSION_PANEL}" stroke="#333"/>')
+        out.append(
+            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{top + SESSION_PANEL}" y2="{top + SESSION_PANEL}" stroke="#333"/>'
+        )
+        return y, out
+
+    what = "live arrays' bytes (the runtime reports none)" if stand_in else "the runtime's bytes in use"
+    first = TOP + 20  # two lines of subtitle
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
+        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {escape(what)}</text>',
+        f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {escape(format_size(threshold))} or more of its '
+        "arrays alive (hover for its name)</text>",
+    ]
+    high = max([1, *(n for line in read for n in line.devices.values())])
+    y, drawn = axis(high, first, format_size)
+    out += drawn
+    legend = []
+    for i, label in enumerate(labels):
+        color = COLORS[i % len(COLORS)]
+        points = " ".join(f"{x(line.index):.1f},{y(line.devices.get(label, 0)):.1f}" for line in read)
+        out.append(
+            f'<polyline class="device" data-name="{escape(label)}" points="{points}" fill="none" stroke="{color}" '
+            'stroke-width="2"/>'
+        )
+        legend.append((color, label))
+    for line in read:
+        if named(line, threshold):
+            label = max(line.devices, key=lambda d: line.change.get(d, 0), default=None)
+            if label is None:
+                continue
+            tip = f"{line.test}: left {format_size(line.left)}"
+            out.append(
+                f'<circle class="named" cx="{x(line.index):.1f}" cy="{y(line.devices[label]):.1f}" r="4" fill="#d62728">'
+                f"<title>{escape(tip)}</title></circle>"
+            )
+    held = [line for line in read if line.executables is not None]
+    y2, drawn = axis(max([1, *(line.executables for line in held)]), top2, lambda v: f"{v:g}")
+    out += drawn
+    out.append(f'<text x="{LEFT}" y="{top2 - 10}" fill="#555">programs jax holds compiled, after each test</text>')
+    points = " ".join(f"{x(line.index):.1f},{y2(line.executables):.1f}" for line in held)
+    out.append(f'<polyline class="programs" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2"/>')
+    legend.append((HOST_COLOR, "programs jax holds"))
+    bottom = top2 + SESSION_PANEL
+    out.append(f'<text x="{LEFT}" y="{bottom + 20}" text-anchor="start">test 1</text>')
+    out.append(f'<text x="{LEFT + plot_w}" y="{bottom + 20}" text-anchor="end">test {len(lines)}</text>')
+    out.append(
+        f'<text x="{LEFT + plot_w / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
+    )
+    ly = first + 10
+    for color, label in legend:
+        out.append(
+            f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"/>'
         )
         out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
         ly += 20
