@@ -52,14 +52,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-tpumem: {e}") from None
     config.stash[options.SETTINGS] = settings
     if settings.enabled:
-        from .glue import chips
+        from .glue import sharing
         from .glue.active import MEASURER, NAMES, REPORTER
         from .glue.ledger import Ledger
         from .glue.measure import Measurer
         from .glue.reporter import Reporter
 
         try:  # pytest-xdist on a TPU or GPU host: chips or GPUs of its own for each worker
-            shared = chips.share_out(config, settings)
+            shared = sharing.share_out(config, settings)
         except options.SettingError as e:
             raise pytest.UsageError(f"pytest-tpumem: {e}") from None
         reporter = config.stash[REPORTER] = Reporter(config, settings)

@@ -229,19 +229,6 @@ def _not_started(where: str, flag: str = FLAG) -> None:
         )
 
 
-def share_out(config: Any, settings: Settings) -> list[str]:
-    """pytest-xdist on a TPU or GPU host: each worker's chips (--tpumem-tpu-chips) or GPUs
-    (--tpumem-gpus), in the controller and in each worker; the header's lines of what was set.
-    SettingError where they cannot be shared out."""
-    from . import gpus
-
-    check_controller(config, settings)
-    apply(config, settings)
-    said = gpus.check_controller(config, settings)
-    gpus.apply(config, settings)
-    return [said] if said else []
-
-
 def _not_chosen_already(environ: Any) -> None:
     for name in CHOSEN:
         if environ.get(name):

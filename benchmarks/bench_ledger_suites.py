@@ -1,0 +1,155 @@
+"""(m) The suite ledger on a real third-party suite: optax's own tests (the eight files of
+bench_real_suite.py, 206 tests), in a venv outside this repository (``bench_real_suite.py
+--make-venv DIR`` builds one).
+
+1. Clean, under ``--tpumem`` (the ledger alone: no test is measured): how many tests it names at
+   the default 10 MB, and the patterns it names. Goal: none.
+2. With a leak planted in optax's own ``safe_norm`` from a conftest (nothing in site-packages
+   edited): every call keeps a 16 MB device array in a list. A concrete array even where
+   ``safe_norm`` is traced (``jax.ensure_compile_time_eval``). The conftest counts the calls per
+   test, so each test's true residue is 16 MB times its calls. Goal: exactly the tests that called
+   it are named, each residue within 2% of the truth.
+3. The cost: ``pytest`` against ``pytest --tpumem`` on the clean files, paired, in alternating
+   rounds; the ratio per round. Goal: at most 1.02x.
+
+    python benchmarks/bench_ledger_suites.py --python /tmp/optax-venv/bin/python [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import alternate_rounds, base_env, load_average, per_round, spread  # noqa: E402
+from bench_real_suite import FILES  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MB = 10**6
+PER_CALL = 16 * MB
+
+PLANTED = '''
+"""A leak planted in optax's own safe_norm: every call keeps a 16 MB device array. Calls are counted per test."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+from optax._src import numerics
+
+KEPT = []
+CALLS = {}
+_original = numerics.safe_norm
+_current = [None]
+
+
+def planted_safe_norm(*args, **kwargs):
+    with jax.ensure_compile_time_eval():  # a concrete array even where safe_norm is traced
+        KEPT.append(jnp.ones((4_000_000,), jnp.float32))  # 16 MB, kept
+    CALLS[_current[0]] = CALLS.get(_current[0], 0) + 1
+    return _original(*args, **kwargs)
+
+
+numerics.safe_norm = planted_safe_norm
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current[0] = item.nodeid
+    try:
+        return (yield)
+    finally:
+        _current[0] = None
+
+
+def pytest_sessionfinish(session):
+    with open(os.path.join(str(session.config.rootpath), "calls.json"), "w") as f:
+        json.dump(CALLS, f)
+'''
+
+
+def lines_of(path: str) -> dict[str, dict]:
+    with open(path) as f:
+        records = [json.loads(text) for text in f]
+    return {r["test"]: r for r in records if "test" in r}
+
+
+def run(python: str, cwd: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *args, "."],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"pytest {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}")
+    return done
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    env = base_env()
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    source = subprocess.run(
+        [a.python, "-c", "import optax, os; print(os.path.dirname(optax.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    print(load_average())
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in FILES:
+            shutil.copy(os.path.join(source, "_src", name), tmp)
+        ledger = os.path.join(tmp, "ledger.jsonl")
+
+        clean = run(a.python, tmp, env, "--tpumem", f"--tpumem-ledger={ledger}")
+        lines = lines_of(ledger)
+        named = sorted(t for t, line in lines.items() if line["left"] >= 10 * MB)
+        summary = clean.stdout[clean.stdout.find("tpumem ledger") :].splitlines()
+        patterns = [s for s in summary if " tests left arrays made at " in s or " tests compiled programs at " in s]
+        print(f"1. clean: {len(lines)} tests read; named at 10 MB: {len(named)} {named[:5]}; patterns: {len(patterns)}")
+        print("   " + clean.stdout.strip().splitlines()[-1])
+
+        with open(os.path.join(tmp, "conftest.py"), "w") as f:
+            f.write(PLANTED)
+        run(a.python, tmp, env, "--tpumem", f"--tpumem-ledger={ledger}")
+        with open(os.path.join(tmp, "calls.json")) as f:
+            calls = json.load(f)
+        truth = {t: PER_CALL * n for t, n in calls.items() if t}
+        lines = lines_of(ledger)
+        named_now = {t for t, line in lines.items() if line["left"] >= 10 * MB}
+        worst = max(abs(lines[t]["residue"] - truth[t]) / truth[t] for t in truth)
+        print(
+            f"2. planted: {len(truth)} tests called safe_norm ({sum(calls.values())} calls); named: {len(named_now)}; "
+            f"named without a call: {len(named_now - set(truth))}; called but not named: {len(set(truth) - named_now)}; "
+            f"worst residue error {100 * worst:.3f}%"
+        )
+        os.remove(os.path.join(tmp, "conftest.py"))
+
+        base = [a.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "."]
+        cmd = {"plain": base, "--tpumem": [*base, "--tpumem", f"--tpumem-ledger={ledger}"]}  # the recorder on
+
+        def check(name: str, proc: subprocess.CompletedProcess) -> None:
+            if proc.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{proc.stdout[-2000:]}")
+
+        wall, cpu = alternate_rounds(cmd, a.rounds, check, cwd=tmp, env=env)
+    print(f"3. cost, {a.rounds} paired rounds (ratio per round, --tpumem over plain):")
+    print(f"   wall {spread(per_round(wall['--tpumem'], wall['plain']))}")
+    print(f"   cpu  {spread(per_round(cpu['--tpumem'], cpu['plain']))}")
+    print(f"   plain wall median {statistics.median(wall['plain']):.2f} s; {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
