@@ -45,6 +45,7 @@ ENTRY = ("tests/decisions/test_entry.py", "tests/telling/test_rows.py")
 UNITS = ("tests/test_units.py",)
 TARGETS = ("tests/decisions/test_boundaries.py", "tests/telling/test_text.py")
 LEDGER = ("tests/test_ledger.py",)
+LEDGER_RULES = ("tests/decisions/test_ledger_rules.py",)
 
 # One mutation a row of arguments: (what, file, old, new, nearest tests), kept compact to read as a table.
 # fmt: off
@@ -188,11 +189,21 @@ MUTATIONS = [
     Mutation("ledger: a failed test's traceback-kept arrays blamed on it", D + "ledger.py",
              'if self.explanation is not None and self.outcome == "failed" else 0',
              'if self.explanation is not None and self.outcome == "failure" else 0', LEDGER + ("-k", "planted")),
-    Mutation("ledger: an array's owner taken from the latest reading, not the first", "pytest_tpumem/readings/devices.py",
-             "            if entry is None or entry[0]() is not arr:\n                try:\n                    entry = self._entry(arr, owner)",
-             "            if True:\n                try:\n                    entry = self._entry(arr, owner)", LEDGER + ("-k", "planted")),
+    Mutation("ledger: an array deleted (donated) while its object lives still counted", "pytest_tpumem/readings/devices.py",
+             "for key in known.keys() - ids:", "for key in ():", ("tests/readings/test_between.py",)),
+    Mutation("ledger: a wider-scope fixture's arrays taken as the test's", "pytest_tpumem/glue/ledger.py",
+             "reading = self._take(owner)\n", "reading = self._take(self.current)\n", LEDGER + ("-k", "planted_leak")),
     Mutation("ledger: one test's arrays or programs make a pattern", D + "ledger.py",
-             "if site is not None and len(t) >= 2]", "if site is not None and len(t) >= 1]", LEDGER + ("-k", "planted")),
+             "if site is not None and len(t) >= 2 and", "if site is not None and len(t) >= 1 and", LEDGER_RULES),
+    Mutation("ledger: programs a pattern only past a quarter of what jax holds", D + "ledger.py",
+             "n >= PATTERN_SHARE * held", "n > PATTERN_SHARE * held", LEDGER_RULES),
+    Mutation("ledger: caches cleared only past N programs, not at N", D + "ledger.py",
+             "return isinstance(setting, int) and programs is not None and programs >= setting",
+             "return isinstance(setting, int) and programs is not None and programs > setting", LEDGER_RULES),
+    Mutation("ledger: a test under an earlier test's high-water mark given a peak", D + "ledger.py",
+             "if n > marks.get(label, -1)}", "if n >= marks.get(label, -1)}", ("tests/test_fake_device.py", "-k", "ledger")),
+    Mutation("report: a negative residue read from a report", D + "entry.py",
+             "not _kind_ok(residue, _INT) or not _bytes_ok(residue)", "not _kind_ok(residue, _INT)", ENTRY),
 ]
 # fmt: on
 

@@ -209,16 +209,19 @@ class Ledger:
         self._take(self.current)  # what the test made so far is the test's
         owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
         try:
-            return (yield)
-        finally:
-            reading = self._take(owner)
-            self.active[owner] = fixturedef
-            self.set_up.append(owner)
-            held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
-            if over(held, self.threshold):
-                from ..measuring.ledger import fixture_holds
+            result = yield
+        except BaseException:
+            self._take(owner)  # what it made before it raised is its own, not the test's
+            raise
+        reading = self._take(owner)
+        self.active[owner] = fixturedef
+        self.set_up.append(owner)
+        held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
+        if over(held, self.threshold):
+            from ..measuring.ledger import fixture_holds
 
-                self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
+            self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
+        return result
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
         if fixturedef.scope == "function":
@@ -324,14 +327,13 @@ class Ledger:
         from ..measuring.ledger import made_at_end
 
         end = self.reader.read("(after the last test)")
-        collected = {}
-        if end.started:
+        tests = {line.test for line in self.lines}
+        collected = dict(end.owned)
+        if end.started and any(end.owned.get(test) for test in tests):
             import gc
 
             gc.collect()  # once, after the last test: what only reference cycles kept is told apart
             collected = self.reader.read("(after the last test)").owned
-            self.reader.read("(after the last test)")
-        tests = {line.test for line in self.lines}
         left = made_at_end(self.reader, [o for o in end.owned if o in tests]) if end.started else []
         held = self.reader.programs_by_site() if end.started else {}
         return Session(
