@@ -400,3 +400,28 @@ def test_a_flight_recorder_that_cannot_be_written_is_said_and_fails_no_test(pyte
             "Not a directory",
         ]
     )
+
+
+def test_an_xfailed_tests_traceback_is_told_apart_as_a_failures(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp, pytest
+
+        @pytest.mark.xfail(strict=True)
+        def test_fails_holding_array():
+            big = jnp.ones((3_000_000,), jnp.float32)  # 12 MB in the frame its traceback keeps
+            assert float(big.sum()) < 0
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=ledger.jsonl")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "no test left 10.0MB or more of the arrays it made alive after its teardown (--tpumem-residue)",
+            "1 failed test kept 10.0MB or more of their arrays alive by the failure's traceback:",
+            "  12.0MB  test_an_xfailed_tests_traceback_is_told_apart_as_a_failures.py::test_fails_holding_array "
+            "(xfailed): *",
+        ]
+    )
+    (line,) = _lines(_records(pytester.path / "ledger.jsonl")).values()
+    assert line["outcome"] == "xfailed" and line["left"] == line["residue"] - line["traceback"] < MB

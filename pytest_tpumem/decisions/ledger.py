@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..measuring.ledger import Explanation, Holder
+from ..measuring.ledger import RAISED, Explanation, Holder
 
 BEFORE_TESTS = "(before the first test)"  # the owner of what was alive when the first test began
 
@@ -44,7 +44,7 @@ class Line:
     def left(self) -> int:
         """The residue a test is named for: what it made and left alive, less what only its failed
         traceback holds (pytest drops that when the next test starts)."""
-        held = self.explanation.traceback if self.explanation is not None and self.outcome == "failed" else 0
+        held = self.explanation.traceback if self.explanation is not None and self.outcome in RAISED else 0
         return max(0, self.residue - held)
 
 
@@ -161,7 +161,7 @@ class Session:
         return [
             line
             for line in self.lines
-            if line.outcome == "failed"
+            if line.outcome in RAISED
             and line.explanation is not None
             and over(line.explanation.traceback, self.threshold)
         ]

@@ -186,7 +186,9 @@ class Ledger:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.nodeid != self.current:
             return
-        if report.failed:
+        if hasattr(report, "wasxfail") and report.when == "call" and report.skipped:
+            self.outcome = "xfailed"  # it raised, as expected: pytest keeps its traceback as a failure's
+        elif report.failed:
             self.outcome = "failed" if report.when == "call" else "error"
         elif report.skipped and not self.outcome:
             self.outcome = "skipped"

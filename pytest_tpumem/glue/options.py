@@ -254,7 +254,7 @@ OPTIONS = (
     ),
     Option(
         "tpumem_compare",
-        "compare each test's peak and growth with this baseline (from --tpumem-save); shown in the summary, "
+        "compare each test's peak, growth and residue with this baseline (from --tpumem-save); shown in the summary, "
         "enforced with --tpumem-compare-fail",
         to_path,
     ),
@@ -267,7 +267,8 @@ OPTIONS = (
     Option(
         "tpumem_compare_fail",
         "fail a test whose figure regressed beyond this tolerance against --tpumem-compare: peak:10%, peak:50MB, "
-        "growth:10MB (repeat it, or comma-separate; any one exceeded fails)",
+        "growth:10MB (repeat it, or comma-separate; any one exceeded fails); residue:10MB, the suite ledger's, "
+        "fails the run",
         to_tolerances,
     ),
     Option(

@@ -46,6 +46,9 @@ class Explanation:
     programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
 
 
+RAISED = ("failed", "xfailed")  # outcomes whose call raised: pytest keeps the traceback (sys.last_traceback)
+
+
 def _key(array: Any) -> Any:
     """What tells an array's memory apart: its device buffers (two jax.Arrays may share them), else its id."""
     from ..readings.devices import buffer_key
@@ -178,7 +181,7 @@ def explain(
     from ..readings.arrays import describe
 
     held_by_tb = 0
-    if outcome == "failed":
+    if outcome in RAISED:
         ids = traceback_arrays(_last_exception())
         held_by_tb = sum(info.nbytes for a in arrays if _key(a) in ids and (info := describe(a)) is not None)
     explanation = Explanation(

@@ -212,7 +212,7 @@ def _residues(session: Session, top: int) -> list[str]:
             f"(--tpumem-residue){', the largest ' + str(len(worst)) if len(worst) < count else ''}:"
         )
         for line in worst:
-            outcome = f" ({line.outcome})" if line.outcome and line.outcome != "passed" else ""
+            outcome = f" ({line.outcome})" if line.outcome and line.outcome != "passed" else ""  # failed, xfailed, ...
             out.append(f"  {format_size(line.left)}  {line.test}{outcome}")
             out += [f"      {x}" for x in explanation_lines(line)]
             out.append(f"      {_fate(session, line.test)}")
@@ -225,7 +225,10 @@ def _residues(session: Session, top: int) -> list[str]:
         )
         for line in kept[:top]:
             assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
-            out.append(f"  {format_size(line.explanation.traceback)}  {line.test}: {_fate(session, line.test)}")
+            expected = " (xfailed)" if line.outcome == "xfailed" else ""
+            out.append(
+                f"  {format_size(line.explanation.traceback)}  {line.test}{expected}: {_fate(session, line.test)}"
+            )
     return out
 
 
