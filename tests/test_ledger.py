@@ -425,3 +425,12 @@ def test_an_xfailed_tests_traceback_is_told_apart_as_a_failures(pytester):
     )
     (line,) = _lines(_records(pytester.path / "ledger.jsonl")).values()
     assert line["outcome"] == "xfailed" and line["left"] == line["residue"] - line["traceback"] < MB
+
+
+def test_a_run_that_runs_no_test_leaves_the_last_flight_recorder_as_it_was(pytester):
+    pytester.makepyfile(test_killed=KILLED)
+    pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl")
+    kept = (pytester.path / "ledger.jsonl").read_bytes()  # the killed run's: it says where it died
+    for args in (["--collect-only"], ["-k", "no_such_test"]):
+        pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=ledger.jsonl", *args)
+        assert (pytester.path / "ledger.jsonl").read_bytes() == kept

@@ -134,9 +134,8 @@ class Ledger:
 
     # --- the flight recorder ---------------------------------------------------------------------
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.config.pluginmanager.has_plugin("dsession"):
-            return  # a pytest-xdist controller runs no test: its workers record
+    def _open_recorder(self) -> None:
+        """At the first test (a run that runs none, --collect-only, leaves the last run's file as it is)."""
         path = recorder_path(self.config, self.settings)
         if path is None:
             return
@@ -165,6 +164,7 @@ class Ledger:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
         if self.last is None:
+            self._open_recorder()
             self.first = self.last = self.reader.read(BEFORE_TESTS)
         self.current, self.outcome, self._benchmark = item.nodeid, "", None
         self.set_up, self.ended, self._compiled_now = [], [], {}
