@@ -13,6 +13,13 @@ bench_real_suite.py, 206 tests), in a venv outside this repository (``bench_real
    rounds; the ratio per round. Goal: at most 1.02x.
 
     python benchmarks/bench_ledger_suites.py --python /tmp/optax-venv/bin/python [--rounds 5]
+
+``--haiku-python`` (a venv from ``bench_third_party.py --make-venv``) runs the second suite,
+dm-haiku 0.0.16's 12 files of (i), clean and with (i)'s planted leaks (benchmarks/_planted_haiku.py):
+a 16 MB device array kept by every ``hk.Linear.__call__`` in five chosen tests, which the ledger
+must name at their true residue, and a 20 MB numpy array kept by every ``hk.LayerNorm.__call__`` in
+five others. Those are host memory, which the ledger shows as RSS but never names: they must not
+be named.
 """
 
 from __future__ import annotations
@@ -81,9 +88,9 @@ def lines_of(path: str) -> dict[str, dict]:
     return {r["test"]: r for r in records if "test" in r}
 
 
-def run(python: str, cwd: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+def run(python: str, cwd: str, env: dict, *args: str, path: str | None = ".") -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *args, "."],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *args, *([path] if path else [])],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -94,11 +101,61 @@ def run(python: str, cwd: str, env: dict, *args: str) -> subprocess.CompletedPro
     return done
 
 
+def haiku(python: str) -> None:
+    """The second suite: dm-haiku's tests, clean and planted (see the module's text)."""
+    import _planted_haiku
+    from bench_third_party import FILES as HAIKU_FILES
+    from bench_third_party import site_packages
+
+    root = site_packages(python)
+    env = base_env()
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.path.dirname(os.path.abspath(__file__)), env.get("PYTHONPATH", "")])
+    env.pop("XLA_FLAGS", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = os.path.join(tmp, "ledger.jsonl")
+        clean = run(python, root, env, "--tpumem", f"--tpumem-ledger={ledger}", *HAIKU_FILES, path=None)
+        lines = lines_of(ledger)
+        named = sorted(t for t, line in lines.items() if line["left"] >= 10 * MB)
+        print(f"4. haiku clean: {len(lines)} tests read; named at 10 MB: {len(named)} {named[:5]}")
+        print("   " + clean.stdout.strip().splitlines()[-1])
+        calls_path = os.path.join(tmp, "calls.json")
+        run(
+            python,
+            root,
+            env,
+            "-p",
+            "_planted_haiku",
+            f"--planted-record={calls_path}",
+            *_planted_haiku.PLANTED,
+            path=None,
+        )
+        with open(calls_path) as f:
+            calls = json.load(f)
+        run(python, root, env, "-p", "_planted_haiku", "--tpumem", f"--tpumem-ledger={ledger}", *HAIKU_FILES, path=None)
+        lines = lines_of(ledger)
+        named_now = {t for t, line in lines.items() if line["left"] >= 10 * MB}
+        device = {t: PER_CALL * c["calls"] for t, c in calls.items() if c["kind"] == "device"}
+        host = {t for t, c in calls.items() if c["kind"] == "host"}
+        worst = max(abs(lines[t]["residue"] - truth) / truth for t, truth in device.items())
+        print(
+            f"5. haiku planted: device-planted tests {len(device)}, named {len(named_now & set(device))}, worst residue "
+            f"error {100 * worst:.3f}%; host-planted tests named: {len(named_now & host)} (host memory is not the "
+            f"ledger's); other tests named: {len(named_now - set(device) - host)}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--python", required=True)
+    ap.add_argument(
+        "--python", help="an interpreter with optax's tests' dependencies (bench_real_suite.py --make-venv)"
+    )
+    ap.add_argument("--haiku-python", help="an interpreter with dm-haiku 0.0.16 (bench_third_party.py --make-venv)")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
+    if a.haiku_python:
+        haiku(a.haiku_python)
+    if not a.python:
+        return
     env = base_env()
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     source = subprocess.run(

@@ -58,7 +58,8 @@ def make_venv(path: str) -> None:
     subprocess.run([sys.executable, "-m", "venv", path], check=True)
     pip = [os.path.join(path, "bin", "pip"), "install", "-q", "--disable-pip-version-check"]
     subprocess.run(
-        [*pip, "jax==0.10.2", "jaxlib==0.10.2", "dm-haiku==0.0.16", "chex==0.1.92", "pytest==9.2.0"], check=True
+        [*pip, "jax==0.10.2", "jaxlib==0.10.2", "dm-haiku==0.0.16", "chex==0.1.92", "dm-tree", "pytest==9.2.0"],
+        check=True,
     )
     subprocess.run([*pip, "-e", REPO], check=True)
     print(f"built {path}; run: python {sys.argv[0]} --python {path}/bin/python")
