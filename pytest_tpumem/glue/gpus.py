@@ -67,22 +67,12 @@ def worker_env(slot: int, workers: int, gpus: int) -> dict[str, str]:
 
 
 def plan_line(workers: int, gpus: int, environ: Any = os.environ) -> str:
-    """The header's line: what each worker gets, and what the user set that is kept."""
-    if workers <= gpus:
-        per = gpus // workers
-        said = f"each worker {_plural(per, 'GPU')} of its own ({CHOSEN})"
-        idle = gpus - per * workers
-        if idle:
-            said += f"; {_plural(idle, 'GPU')} left idle"
-    else:
-        said = (
-            f"each worker a share of one GPU's memory, taken on demand ({CHOSEN}, "
-            f"XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION={JAX_DEFAULT_FRACTION} split "
-            "between the workers on a GPU)"
-        )
+    """The header's line (telling.header.gpus_line): what each worker gets, and what the user set
+    that is kept."""
+    from ..telling.header import gpus_line
+
     kept = [f"{name}={environ[name]}" for name in MEMORY if name in environ]
-    tail = f"; kept as set: {', '.join(kept)}" if kept and workers > gpus else ""
-    return f"tpumem: {FLAG}: {_plural(workers, 'pytest-xdist worker')} on {_plural(gpus, 'GPU')}: {said}{tail}"
+    return gpus_line(workers, gpus, JAX_DEFAULT_FRACTION, kept)
 
 
 def apply(config: Any, settings: Settings) -> None:

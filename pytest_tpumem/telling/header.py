@@ -63,3 +63,22 @@ def worker_backend_lines(backends: dict[str, dict[str, Any]]) -> list[str]:
     if len(distinct) == 1:
         return backend_lines(next(iter(distinct.values())))
     return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
+
+
+def gpus_line(workers: int, gpus: int, fraction: float, kept: list[str]) -> str:
+    """--tpumem-gpus in the header: what each pytest-xdist worker gets (glue/gpus.py), and the
+    memory variables the user set, which are kept (``kept``: "NAME=value")."""
+    if workers <= gpus:
+        per = gpus // workers
+        said = f"each worker {plural(per, 'GPU')} of its own (CUDA_VISIBLE_DEVICES)"
+        idle = gpus - per * workers
+        if idle:
+            said += f"; {plural(idle, 'GPU')} left idle"
+    else:
+        said = (
+            "each worker a share of one GPU's memory, taken on demand (CUDA_VISIBLE_DEVICES, "
+            f"XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION={fraction} split "
+            "between the workers on a GPU)"
+        )
+    tail = f"; kept as set: {', '.join(kept)}" if kept and workers > gpus else ""
+    return f"tpumem: --tpumem-gpus: {plural(workers, 'pytest-xdist worker')} on {plural(gpus, 'GPU')}: {said}{tail}"

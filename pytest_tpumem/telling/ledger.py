@@ -42,44 +42,12 @@ def picture_not_written(path: str, error: BaseException) -> str:
     return f"tpumem: the session's picture could not be written to {path}: {reason}"
 
 
-def line_record(line: Line) -> dict[str, Any]:
-    """A test's line as the flight recorder writes it."""
-    record: dict[str, Any] = {
-        "test": line.test,
-        "index": line.index,
-        "outcome": line.outcome,
-        "residue": line.residue,
-        "left": line.left,
-        "devices": line.devices,
-        "stand_in": line.stand_in,
-        "change": line.change,
-        "executables": line.executables,
-        "compiled": line.compiled,
-        "rss": line.rss,
-    }
-    if line.fixtures:
-        record["fixtures"] = dict(line.fixtures)
-    if line.ended:
-        record["ended"] = dict(line.ended)
-    if line.peaks:
-        record["peaks"] = line.peaks
-    if line.outside:
-        record["outside"] = line.outside
-    if line.cleared is not None:
-        record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
-    if line.explanation is not None:
-        record["made"] = [
-            {"site": _site(m.site), "bytes": m.nbytes, "arrays": m.count, "shape": m.shape}
-            for m in line.explanation.made
-        ]
-        record["held"] = [{"by": h.holder, "path": h.path, "bytes": h.nbytes} for h in line.explanation.held]
-        record["traceback"] = line.explanation.traceback
-        record["collected"] = line.explanation.collected
-    return record
+REPORT_KEYS = ("outcome", "residue", "left", "compiled", "outside", "peaks", "cleared")  # report_record's
 
 
 def report_record(line: Line) -> dict[str, Any]:
-    """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, not its explanation."""
+    """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, not its
+    explanation; the keys of REPORT_KEYS (the last three only where they say something)."""
     record: dict[str, Any] = {
         "outcome": line.outcome,
         "residue": line.residue,
@@ -92,6 +60,34 @@ def report_record(line: Line) -> dict[str, Any]:
         record["peaks"] = dict(line.peaks)
     if line.cleared is not None:
         record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
+    return record
+
+
+def line_record(line: Line) -> dict[str, Any]:
+    """A test's line as the flight recorder writes it: the report's figures (report_record), the
+    readings after it, and, for a named test, its explanation."""
+    record: dict[str, Any] = {
+        "test": line.test,
+        "index": line.index,
+        **report_record(line),
+        "devices": line.devices,
+        "stand_in": line.stand_in,
+        "change": line.change,
+        "executables": line.executables,
+        "rss": line.rss,
+    }
+    if line.fixtures:
+        record["fixtures"] = dict(line.fixtures)
+    if line.ended:
+        record["ended"] = dict(line.ended)
+    if line.explanation is not None:
+        record["made"] = [
+            {"site": _site(m.site), "bytes": m.nbytes, "arrays": m.count, "shape": m.shape}
+            for m in line.explanation.made
+        ]
+        record["held"] = [{"by": h.holder, "path": h.path, "bytes": h.nbytes} for h in line.explanation.held]
+        record["traceback"] = line.explanation.traceback
+        record["collected"] = line.explanation.collected
     return record
 
 
@@ -322,9 +318,8 @@ def crash_lines(worker: str, test: str, path: str, records: list[dict[str, Any]]
 def recorded_tests(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The tests a flight recorder's records hold, as the JSON report keeps them (report_record's
     keys): what a crashed worker read before it died is not lost."""
-    keys = ("outcome", "residue", "left", "compiled", "outside", "peaks", "cleared")
     return {
-        r["test"]: {k: r[k] for k in keys if k in r}
+        r["test"]: {k: r[k] for k in REPORT_KEYS if k in r}
         for r in records
         if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int) and r.get("devices")
     }

@@ -26,6 +26,26 @@ def _nice_step(span: float) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
 
 
+def _legend(entries: list[tuple[str | None, str, bool]], right: float, top: float) -> list[str]:
+    """A legend right of the plot (which ends at ``right``), from ``top`` down: a swatch and its
+    label an entry, dashed where asked; an entry without a swatch is a smaller second line under
+    the last one."""
+    out = []
+    ly = top
+    for swatch, label, dashed in entries:
+        if swatch is None:
+            out.append(f'<text x="{right + 46}" y="{ly - 4}" fill="#555" font-size="11">{escape(label)}</text>')
+            ly += 10
+            continue
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        out.append(
+            f'<line x1="{right + 15}" x2="{right + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>'
+        )
+        out.append(f'<text x="{right + 46}" y="{ly + 4}">{escape(label)}</text>')
+        ly += 20
+    return out
+
+
 def leak_timeline(report: LeakReport, title: str) -> str:
     """The SVG document for ``report``; ``title`` names the test."""
     series = [s for s in report.series if s.device != "host"] + [s for s in report.series if s.device == "host"]
@@ -90,18 +110,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         verdict = "leaks" if s in report.leaking_series else "ok"
         legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
         legend.append((None, f"from {format_size(s.values[0])}", False))
-    ly = TOP + 10
-    for swatch, label, dashed in legend:
-        if swatch is None:  # a second line under the last entry, smaller
-            out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly - 4}" fill="#555" font-size="11">{escape(label)}</text>')
-            ly += 10
-            continue
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        out.append(
-            f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>'
-        )
-        out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
-        ly += 20
+    out += _legend(legend, LEFT + plot_w, TOP + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -190,12 +199,6 @@ def session_picture(lines: list[Any], threshold: int, title: str, stand_in: bool
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
     )
-    ly = first + 10
-    for color, label in legend:
-        out.append(
-            f'<line x1="{LEFT + plot_w + 15}" x2="{LEFT + plot_w + 40}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"/>'
-        )
-        out.append(f'<text x="{LEFT + plot_w + 46}" y="{ly + 4}">{escape(label)}</text>')
-        ly += 20
+    out += _legend([(color, label, False) for color, label in legend], LEFT + plot_w, first + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"
