@@ -149,46 +149,13 @@ CASES = {
 TRUE_RATES = {"test_device_list_16MB": 16 * MB, "test_host_list_20MB": 20 * MB, "test_host_dict_16MB": 16 * MB}
 
 
-# The suite ledger's planted suite (tests/test_ledger.py's): a 64 MB list a test leaves in its
+# The suite ledger's planted suite, tests/test_ledger.py's own: a 64 MB list a test leaves in its
 # module, a jit with a 4 MB constant kept in a registry, a module fixture of 100 MB, a failing test
 # holding 50 MB, clean tests. Only the first may be named, with the same residues on every run.
-LEDGER_CASES = {
-    "test_ledger_planted.py": """
-        import jax
-        import jax.numpy as jnp
-        import pytest
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from test_ledger import PLANTED  # noqa: E402
 
-        HOLD = []
-        REGISTRY = {}
-
-        def test_clean():
-            x = jnp.ones((1000, 1000))
-            assert float(x.sum()) == 1e6
-
-        def test_leaks_into_module_list():
-            HOLD.append(jnp.ones((16_000_000,), jnp.float32))  # 64 MB
-
-        def test_compiles_into_registry():
-            c = jnp.ones((1_000_000,))
-            REGISTRY[len(REGISTRY)] = jax.jit(lambda x: x + c)
-            REGISTRY[len(REGISTRY) - 1](c).block_until_ready()
-
-        @pytest.fixture(scope="module")
-        def big():
-            return {"w": jnp.ones((25_000_000,), jnp.float32)}  # 100 MB
-
-        def test_uses_big(big):
-            assert big["w"].shape == (25_000_000,)
-
-        def test_fails_holding():
-            y = jnp.ones((12_500_000,), jnp.float32)  # 50 MB
-            assert y.sum() == 0
-
-        def test_clean_after():
-            z = jnp.zeros((100, 100))
-            assert z.shape == (100, 100)
-    """,
-}
+LEDGER_CASES = {"test_ledger_planted.py": PLANTED}
 
 
 def write_cases(directory: str, cases: dict[str, str] = CASES) -> None:

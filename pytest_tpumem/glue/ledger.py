@@ -274,8 +274,10 @@ class Ledger:
         after = self._take(test)
         programs = (before.executables or 0) - (after.executables or 0)
         freed = sum(before.devices.values()) - sum(after.devices.values())
-        line = dataclasses.replace(line, devices=dict(after.devices), executables=after.executables, rss=after.rss)
-        return after, dataclasses.replace(line, cleared=(programs, freed))
+        cleared = dataclasses.replace(
+            line, devices=dict(after.devices), executables=after.executables, rss=after.rss, cleared=(programs, freed)
+        )
+        return after, cleared
 
     # --- the end ---------------------------------------------------------------------------------
 

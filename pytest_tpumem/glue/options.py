@@ -129,22 +129,22 @@ def to_tolerances(value: Any, where: str) -> tuple[Any, ...]:
     return tolerances
 
 
-def to_gpus(value: Any, where: str) -> int | str:
-    text = str(value).strip().lower()
-    if text == "auto":
-        return text
-    if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_GPUS:
-        return int(text)
-    raise SettingError(f"{where}: {value!r} is neither auto nor a number of GPUs from 1 to {defaults.MAX_GPUS}")
+def auto_or_count(noun: str, most: int) -> Callable[[Any, str], int | str]:
+    """A converter that takes ``auto`` or a whole number of ``noun`` from 1 to ``most``."""
+
+    def to_auto_or_count(value: Any, where: str) -> int | str:
+        text = str(value).strip().lower()
+        if text == "auto":
+            return text
+        if text.isascii() and text.isdecimal() and 0 < int(text) <= most:
+            return int(text)
+        raise SettingError(f"{where}: {value!r} is neither auto nor a number of {noun} from 1 to {most}")
+
+    return to_auto_or_count
 
 
-def to_chips(value: Any, where: str) -> int | str:
-    text = str(value).strip().lower()
-    if text == "auto":
-        return text
-    if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_CHIPS:
-        return int(text)
-    raise SettingError(f"{where}: {value!r} is neither auto nor a number of chips from 1 to {defaults.MAX_CHIPS}")
+to_gpus = auto_or_count("GPUs", defaults.MAX_GPUS)
+to_chips = auto_or_count("chips", defaults.MAX_CHIPS)
 
 
 def choice(*words: str) -> Callable[[Any, str], str]:

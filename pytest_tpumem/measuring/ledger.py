@@ -139,6 +139,17 @@ def module_values(module: Any) -> dict[str, Any]:
     }
 
 
+def _kept(value: Any, wanted: set[Any]) -> list[tuple[str, Any]]:
+    """The leaves of ``value`` on buffers in ``wanted`` (_key), with their paths, each buffer once."""
+    found, keys = [], set()
+    for path, a in _leaves_with_paths(value):
+        key = _key(a)
+        if key in wanted and key not in keys:
+            keys.add(key)
+            found.append((path, a))
+    return found
+
+
 def holders(values: dict[str, Any], arrays: list[Any]) -> tuple[Holder, ...]:
     """Which of ``values`` (a holder's name -> its value) keep which of ``arrays``, by pytree path:
     one Holder a holder, its first path, the bytes of the arrays it keeps; largest first."""
@@ -147,12 +158,7 @@ def holders(values: dict[str, Any], arrays: list[Any]) -> tuple[Holder, ...]:
     wanted = {_key(a) for a in arrays}
     out = []
     for name, value in values.items():
-        found, keys = [], set()
-        for path, a in _leaves_with_paths(value):
-            key = _key(a)
-            if key in wanted and key not in keys:
-                keys.add(key)
-                found.append((path, a))
+        found = _kept(value, wanted)
         if not found:
             continue
         nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
@@ -198,8 +204,7 @@ def fixture_holds(reader: BetweenTests, owner: str, value: Any) -> tuple[Holder,
     """What a wider-scope fixture's value holds of the arrays it made, by pytree path (largest first)."""
     from ..readings.arrays import describe
 
-    mine = {_key(a) for a in reader.arrays_of(owner)}
-    found = [(path, a) for path, a in _leaves_with_paths(value) if _key(a) in mine]
+    found = _kept(value, {_key(a) for a in reader.arrays_of(owner)})
     out = [Holder(owner, path, info.nbytes) for path, a in found if (info := describe(a)) is not None]
     return tuple(sorted(out, key=lambda h: (-h.nbytes, h.path)))
 
