@@ -1,5 +1,6 @@
 """``python -m pytest_tpumem``: the JSON reports of --tpumem-json / --tpumem-save outside pytest --
-``show`` one, ``compare`` two (the exit status gates a CI), ``merge`` those of several processes.
+``show`` one, ``compare`` two (the exit status gates a CI), ``merge`` those of several processes,
+``html``: one page of them.
 Imports no jax: it runs where jax is not installed."""
 
 from __future__ import annotations
@@ -66,6 +67,35 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def html(args: argparse.Namespace) -> int:
+    """One HTML page of one or more reports (merged as ``merge`` does), with a baseline comparison."""
+    from .telling.files import write_atomic
+    from .telling.html import page
+
+    for path in [*args.reports, *([args.baseline] if args.baseline else [])]:
+        if _same_file(path, args.output):
+            raise reports.ReportError(
+                f"{args.output}: is also one of the reports it reads; give -o another path (an input is never overwritten)"
+            )
+    tolerances = parse_tolerances(args.fail, where="--fail")
+    if args.fail and not args.baseline:
+        raise ToleranceError("--fail needs a baseline to compare with: give --baseline OLD")
+    read = [(path, reports.read(path)) for path in args.reports]
+    report = read[0][1] if len(read) == 1 else reports.merge_reports(read)
+    comparison = None
+    if args.baseline:
+        comparison = compare(reports.read(args.baseline), report, tolerances)
+    text = page(report, comparison, os.path.basename(args.baseline or ""), [p for p, _ in read])
+    try:
+        write_atomic(args.output, text.encode())
+    except OSError as e:
+        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    print(
+        f"wrote {args.output}: {report.measured} measured tests from {len(read)} report{'s' if len(read) > 1 else ''}"
+    )
+    return 1 if comparison is not None and comparison.failed else 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=PROG,
@@ -118,6 +148,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("reports", metavar="REPORT", nargs="+", help="a process's report (report.process-0-of-2.json, ...)")
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="the merged report to write")
     p.set_defaults(run=merge)
+
+    p = commands.add_parser(
+        "html",
+        help="write one self-contained HTML page of one or more reports",
+        description="Write one HTML page of a run: its context and verdict counts, every measured test in a table "
+        "that sorts and filters, each test's failure text, leak sites, largest arrays and leak timeline, the suite "
+        "ledger, and the comparison with --baseline (regressions first). Several reports (the processes or hosts "
+        "of one run) are merged as merge does. The page needs no network: it opens from a CI artifact.",
+        epilog="exit status: 0; 1 where --fail is given and a figure regressed beyond it; 2 bad input",
+    )
+    p.add_argument("reports", metavar="REPORT", nargs="+", help="a report written by --tpumem-json or --tpumem-save")
+    p.add_argument("-o", "--output", metavar="PAGE", required=True, help="the HTML file to write")
+    p.add_argument("--baseline", metavar="OLD", help="a baseline report to compare with (from --tpumem-save)")
+    p.add_argument(
+        "--fail",
+        metavar="EXPR",
+        action="append",
+        default=[],
+        help="as compare's --fail: exit 1 where a figure regressed beyond this tolerance (peak:10%%, residue:10MB)",
+    )
+    p.set_defaults(run=html)
     return top
 
 

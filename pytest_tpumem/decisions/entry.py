@@ -58,6 +58,7 @@ _ENTRY: dict[str, tuple[str, bool]] = {
     "stand_in": (_BOOL, False),
     "host_peak": (_INT, True),
     "checks": (_LIST, False),
+    "failure": (_TEXT, False),
 }
 _SIZES = ("peak", "growth", "budget", "threshold", "host_peak")
 _SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
@@ -129,15 +130,23 @@ class Entry:
     stand_in: bool = False  # live arrays stood in for device memory (CPU)
     host_peak: int | None = None
     checks: tuple[dict[str, Any], ...] = ()
+    failure: str = ""  # where it failed: pytest's text of why (its last FAILURE_CHARS characters)
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, written back as read
 
     @classmethod
-    def of(cls, records: Iterable[dict[str, Any]], outcome: str = "") -> Entry:
-        """The entry of a test whose checks left ``records`` (telling.results.row)."""
+    def of(cls, records: Iterable[dict[str, Any]], outcome: str = "", failure: str = "") -> Entry:
+        """The entry of a test whose checks left ``records`` (telling.results.row); ``failure``:
+        pytest's text of why it failed, if it did."""
         records = list(records)
         merged = _merged_records(records)
         peaks = merged.get("peaks") or {}
-        return cls._read(merged, outcome=outcome, peak=max(peaks.values()) if peaks else None, checks=tuple(records))
+        return cls._read(
+            merged,
+            outcome=outcome,
+            peak=max(peaks.values()) if peaks else None,
+            checks=tuple(records),
+            failure=failure,
+        )
 
     @classmethod
     def _read(cls, obj: dict[str, Any], **given: Any) -> Entry:
@@ -154,6 +163,7 @@ class Entry:
             "growth_source": obj.get("growth_source", ""),
             "stand_in": bool(obj.get("stand_in", False)),
             "host_peak": obj.get("host_peak"),
+            "failure": obj.get("failure", ""),
         }
         return cls(**{**fields, **given})
 
@@ -191,6 +201,7 @@ class Entry:
             "stand_in": self.stand_in,
             "host_peak": self.host_peak,
             "checks": [dict(c) for c in self.checks],
+            **({"failure": self.failure} if self.failure else {}),
             **self.extra,
         }
 
@@ -252,6 +263,7 @@ def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
         growth=largest(e.growth for _, e in entries),
         host_peak=largest(e.host_peak for _, e in entries),
         checks=tuple({**c, "process_index": process} for process, e in entries for c in e.checks),
+        failure="\n".join(f"process {process}: {e.failure}" for process, e in entries if e.failure),
     )
 
 

@@ -302,7 +302,9 @@ class Ledger:
         read before any backend started has none (no array can exist without one)."""
         from ..telling.ledger import report_record
 
-        return {line.test: report_record(line) for line in self.lines if line.started}
+        worker = worker_id(self.config)
+        extra = {"worker": worker} if worker else {}
+        return {line.test: {**report_record(line), **extra} for line in self.lines if line.started}
 
     def _draw(self) -> None:
         """The session's picture, written whole (telling.files.write_atomic) or said not written."""
@@ -318,7 +320,9 @@ class Ledger:
         )
         stand_in = bool(self.last is not None and self.last.stand_in)
         try:
-            write_atomic(path, session_picture(self.lines, self.threshold, title, stand_in).encode())
+            records = [{"test": test, **record} for test, record in self.report_tests().items()]
+            picture = session_picture(records, len(self.lines), self.threshold, title, stand_in)
+            write_atomic(path, picture.encode())
         except OSError as e:
             from ..telling.ledger import picture_not_written
 
@@ -382,7 +386,7 @@ class Ledger:
         except OSError:
             records = None
         said = crash_lines(worker, crashitem, worker_path(path, worker), records)
-        self.worker_tests.update(recorded_tests(records or []))
+        self.worker_tests.update(recorded_tests(records or [], worker))
         self.crashes += said
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
         report.longrepr = f"{report.longrepr}\n" + "\n".join(said)

@@ -248,6 +248,13 @@ OPTIONS = (
         to_path,
     ),
     Option(
+        "tpumem_html",
+        "write one self-contained HTML page of the run: every measured test in a table that sorts and filters, "
+        "failure texts, leak sites and timelines, the baseline comparison and the suite ledger (opens offline, "
+        "e.g. from a CI artifact; python -m pytest_tpumem html makes one from JSON reports)",
+        to_path,
+    ),
+    Option(
         "tpumem_save",
         "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one)",
         to_path,
@@ -307,6 +314,33 @@ OPTIONS = (
     ),
 )
 
+# Each option's default as a user would write it (the generated reference, docs/reference/options.md);
+# tests/glue/test_options.py checks that giving it changes nothing. "none": not set.
+DEFAULTS: dict[str, str] = {
+    "tpumem": "false",
+    "tpumem_max_hbm": "none",
+    "tpumem_leak_threshold": format_size(defaults.LEAK_THRESHOLD),
+    "tpumem_leak_host": "on",
+    "tpumem_top": str(defaults.TOP),
+    "tpumem_target": "none",
+    "tpumem_sample_ms": f"{defaults.SAMPLE_MS:g}",
+    "tpumem_recompile": RECOMPILE[0],
+    "tpumem_profile_dir": "none",
+    "tpumem_no_libtpu": NO_LIBTPU[0],
+    "tpumem_leak_check": LEAK_CHECK[0],
+    "tpumem_json": "none",
+    "tpumem_html": "none",
+    "tpumem_save": "none",
+    "tpumem_compare": "none",
+    "tpumem_compare_missing": COMPARE_MISSING[0],
+    "tpumem_compare_fail": "none",
+    "tpumem_gpus": "none",
+    "tpumem_residue": format_size(defaults.RESIDUE),
+    "tpumem_clear_caches": CLEAR_CACHES[0],
+    "tpumem_ledger": ".pytest_cache/d/tpumem/ledger.jsonl",
+    "tpumem_tpu_chips": "none",
+}
+
 
 class Settings(NamedTuple):
     """The resolved settings of a run (frozen)."""
@@ -325,6 +359,7 @@ class Settings(NamedTuple):
     leak_check: str = LEAK_CHECK[0]  # "all": the whole-suite sweep
     json_path: str | None = None  # absolute, as every path below
     save_path: str | None = None
+    html_path: str | None = None
     compare_path: str | None = None
     compare_fail: tuple[Any, ...] = ()  # decisions.compare.Tolerance
     compare_missing: str = COMPARE_MISSING[0]
@@ -401,6 +436,7 @@ def resolve(
         leak_check=values.get("tpumem_leak_check", LEAK_CHECK[0]),
         json_path=values.get("tpumem_json"),
         save_path=values.get("tpumem_save"),
+        html_path=values.get("tpumem_html"),
         compare_path=values.get("tpumem_compare"),
         compare_fail=values.get("tpumem_compare_fail", ()),
         compare_missing=values.get("tpumem_compare_missing", COMPARE_MISSING[0]),
@@ -421,6 +457,21 @@ def resolve(
         raise SettingError(
             f"--tpumem-json {settings.json_path} is the baseline --tpumem-compare reads: it would be overwritten; "
             "write the report elsewhere, or replace the baseline with --tpumem-save"
+        )
+    for flag, path in (("--tpumem-json", settings.json_path), ("--tpumem-save", settings.save_path)):
+        if settings.html_path is not None and path is not None and _same(settings.html_path, path):
+            raise SettingError(
+                f"--tpumem-html {settings.html_path} is also {flag}'s file: one would overwrite the other; "
+                "give the page another name (report.html)"
+            )
+    if (
+        settings.html_path is not None
+        and settings.compare_path is not None
+        and _same(settings.html_path, settings.compare_path)
+    ):
+        raise SettingError(
+            f"--tpumem-html {settings.html_path} is the baseline --tpumem-compare reads: it would be overwritten; "
+            "give the page another name (report.html)"
         )
     if settings.compare_fail and settings.compare_path is None:
         raise SettingError(

@@ -18,6 +18,7 @@ from ..telling.run import (
     no_baseline_yet,
     not_rerunnable_swept,
     not_swept,
+    page_written,
     report_not_written,
     report_written,
 )
@@ -62,6 +63,7 @@ class Reporter:
         self.settings = settings
         self.rows: dict[str, list[dict[str, Any]]] = {}
         self.outcomes: dict[str, str] = {}  # measured test -> the outcome of its call
+        self.failures: dict[str, str] = {}  # test -> pytest's text of why it failed (setup, call or teardown)
         self.backend: dict[str, Any] | None = None  # as the Measurer read it (readings.devices.backend_summary)
         self.worker_backends: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: per worker
         self.skipped_without_libtpu = 0
@@ -93,6 +95,10 @@ class Reporter:
         from ..telling.rows import records_of
 
         records = records_of(report.user_properties)
+        if report.failed:
+            from ..telling.report import failure_text
+
+            self.failures[report.nodeid] = failure_text(self.failures.get(report.nodeid, ""), report)
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.
         # A setup that failed (an out-of-memory in a fixture) has the only report of the test with a row.
@@ -127,7 +133,10 @@ class Reporter:
         if self._report is None:
             from ..telling import report
 
-            tests = {nodeid: Entry.of(records, self.outcomes.get(nodeid, "")) for nodeid, records in self.rows.items()}
+            tests = {
+                nodeid: Entry.of(records, self.outcomes.get(nodeid, ""), self.failures.get(nodeid, ""))
+                for nodeid, records in self.rows.items()
+            }
             from .active import NAMES
 
             ledger = self.config.pluginmanager.get_plugin(NAMES[2])  # None where -p no:tpumem-ledger blocked it
@@ -196,6 +205,8 @@ class Reporter:
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
             self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
+        if self.settings.html_path is not None:
+            paths.append(self.settings.html_path)
         if not paths:
             return
         from ..telling import report as reports
@@ -203,15 +214,29 @@ class Reporter:
         data = self.report()
         context = data.context
         for path in paths:
+            html = path == self.settings.html_path
             path = reports.process_path(path, context["process_index"], context["process_count"])
             try:
-                reports.write(data, path)
+                if html:
+                    self._write_page(path)
+                else:
+                    reports.write(data, path)
             except OSError as e:
                 self.write_errors.append(report_not_written(path, e))
                 if session.exitstatus == 0:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:
                 self.written.append(path)
+
+    def _write_page(self, path: str) -> None:
+        """--tpumem-html: the run's page (telling.html), with the baseline comparison where there is one."""
+        import os
+
+        from ..telling.files import write_atomic
+        from ..telling.html import page
+
+        baseline = os.path.basename(self.settings.compare_path or "")
+        write_atomic(path, page(self.report(), self.comparison(), baseline).encode())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -264,7 +289,7 @@ class Reporter:
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:
                 lines.append(COMPARE_NOT_ENFORCED)
-        lines += [report_written(p) for p in self.written]
+        lines += [page_written(p) if p.endswith(".html") else report_written(p) for p in self.written]
         return lines
 
     def _backend_lines(self) -> list[str]:

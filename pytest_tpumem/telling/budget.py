@@ -156,4 +156,20 @@ def row(r: BudgetResult) -> dict[str, Any]:
         "host_peak": peak.host_peak,
         "devices": devices_row(peak),
         "uncounted": peak.uncounted or None,
+        "upcasts": [buffer_record(b) for b in r.upcasts],
+        "buffers": [buffer_record(b) for b in r.buffers],
+    }
+
+
+def buffer_record(b: Buffer) -> dict[str, Any]:
+    """One of the largest arrays (or an upcast) of a test over its budget, as the report keeps it."""
+    return {
+        "bytes": b.size,
+        "shape": b.shape,
+        "kind": b.kind,
+        "op": b.op,
+        "instruction": b.instruction,
+        "source": b.source or None,
+        "converted_from": b.converted_from or None,
+        "text": upcast_line(b).strip() if b.converted_from else buffer_line(b).strip(),
     }

@@ -195,6 +195,7 @@ def row(r: LeakReport) -> dict[str, Any]:
                 "every": s.every,
                 "shown_only": s.shown_only,
                 "growth": s.growth,
+                "leaks": s in r.leaking_series,
                 "threshold": r.threshold_for(s),
                 "limit": s.limit,
             }

@@ -42,17 +42,40 @@ def picture_not_written(path: str, error: BaseException) -> str:
     return f"tpumem: the session's picture could not be written to {path}: {reason}"
 
 
-REPORT_KEYS = ("outcome", "residue", "left", "compiled", "outside", "peaks", "cleared")  # report_record's
+REPORT_KEYS = (  # report_record's
+    "index",
+    "outcome",
+    "residue",
+    "left",
+    "compiled",
+    "devices",
+    "change",
+    "stand_in",
+    "executables",
+    "outside",
+    "peaks",
+    "cleared",
+    "made",
+    "held",
+    "traceback",
+    "collected",
+)
 
 
 def report_record(line: Line) -> dict[str, Any]:
-    """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, not its
-    explanation; the keys of REPORT_KEYS (the last three only where they say something)."""
+    """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, the device
+    memory and programs after it (what the session's picture draws), and a named test's
+    explanation; the keys of REPORT_KEYS (those after ``executables`` only where they say something)."""
     record: dict[str, Any] = {
+        "index": line.index,
         "outcome": line.outcome,
         "residue": line.residue,
         "left": line.left,
         "compiled": line.compiled,
+        "devices": dict(line.devices),
+        "change": dict(line.change),
+        "stand_in": line.stand_in,
+        "executables": line.executables,
     }
     if line.outside:
         record["outside"] = line.outside
@@ -60,26 +83,6 @@ def report_record(line: Line) -> dict[str, Any]:
         record["peaks"] = dict(line.peaks)
     if line.cleared is not None:
         record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
-    return record
-
-
-def line_record(line: Line) -> dict[str, Any]:
-    """A test's line as the flight recorder writes it: the report's figures (report_record), the
-    readings after it, and, for a named test, its explanation."""
-    record: dict[str, Any] = {
-        "test": line.test,
-        "index": line.index,
-        **report_record(line),
-        "devices": line.devices,
-        "stand_in": line.stand_in,
-        "change": line.change,
-        "executables": line.executables,
-        "rss": line.rss,
-    }
-    if line.fixtures:
-        record["fixtures"] = dict(line.fixtures)
-    if line.ended:
-        record["ended"] = dict(line.ended)
     if line.explanation is not None:
         record["made"] = [
             {"site": _site(m.site), "bytes": m.nbytes, "arrays": m.count, "shape": m.shape}
@@ -88,6 +91,17 @@ def line_record(line: Line) -> dict[str, Any]:
         record["held"] = [{"by": h.holder, "path": h.path, "bytes": h.nbytes} for h in line.explanation.held]
         record["traceback"] = line.explanation.traceback
         record["collected"] = line.explanation.collected
+    return record
+
+
+def line_record(line: Line) -> dict[str, Any]:
+    """A test's line as the flight recorder writes it: the report's record (report_record), the
+    host's RSS after it and the wider-scope fixtures it set up or ended."""
+    record: dict[str, Any] = {"test": line.test, **report_record(line), "rss": line.rss}
+    if line.fixtures:
+        record["fixtures"] = dict(line.fixtures)
+    if line.ended:
+        record["ended"] = dict(line.ended)
     return record
 
 
@@ -315,11 +329,11 @@ def crash_lines(worker: str, test: str, path: str, records: list[dict[str, Any]]
     return out
 
 
-def recorded_tests(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The tests a flight recorder's records hold, as the JSON report keeps them (report_record's
-    keys): what a crashed worker read before it died is not lost."""
+def recorded_tests(records: list[dict[str, Any]], worker: str) -> dict[str, dict[str, Any]]:
+    """The tests a crashed pytest-xdist ``worker``'s flight recorder holds, as the JSON report
+    keeps them (report_record's keys, and the worker): what it read before it died is not lost."""
     return {
-        r["test"]: {k: r[k] for k in REPORT_KEYS if k in r}
+        r["test"]: {**{k: r[k] for k in REPORT_KEYS if k in r}, "worker": worker}
         for r in records
         if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int) and r.get("devices")
     }

@@ -43,6 +43,22 @@ def merged_ledgers(ledgers: list[LedgerTests]) -> LedgerTests | None:
     return LedgerTests(max(ledger.threshold for ledger in ledgers), tests, crashed)
 
 
+FAILURE_CHARS = 20_000  # the most of a failed test's text a report keeps: its end, where the error is
+
+
+def failure_text(before: str, report: Any) -> str:
+    """A failed phase's text (pytest's ``longreprtext``) after what earlier phases of the test
+    said, its end kept where it is long (the first line says what was cut)."""
+    text = report.longreprtext or f"{report.when}: failed"
+    if report.when != "call":
+        text = f"[{report.when}]\n{text}"
+    text = f"{before}\n\n{text}" if before else text
+    if len(text) > FAILURE_CHARS:
+        cut = len(text) - FAILURE_CHARS
+        text = f"[the first {cut} characters are cut]\n" + text[cut:]
+    return text
+
+
 def dumps(report: Report) -> bytes:
     return (json.dumps(report.to_json(), indent=1, sort_keys=False, allow_nan=False) + "\n").encode()
 

@@ -65,6 +65,10 @@ def report_written(path: str) -> str:
     return f"tpumem: report written to {path}"
 
 
+def page_written(path: str) -> str:
+    return f"tpumem: the run's page (HTML, opens offline) written to {path}"
+
+
 def report_not_written(path: str, error: OSError) -> str:
     return f"tpumem: the report could not be written to {path}: {error.strerror or error}"
 

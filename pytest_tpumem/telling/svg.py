@@ -5,8 +5,8 @@ text, no plotting library."""
 
 from __future__ import annotations
 
+from html import escape  # quotes too: a name may stand in an attribute, and the page inlines these
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape
 
 from ..units import format_size
 
@@ -118,15 +118,17 @@ def leak_timeline(report: LeakReport, title: str) -> str:
 SESSION_PANEL = 220  # the height of each of the session picture's two panels
 
 
-def session_picture(lines: list[Any], threshold: int, title: str, stand_in: bool) -> str:
-    """The suite ledger's picture (decisions.ledger.Line, in the order the tests ran): the device
-    memory after each test, a line per device, with a red dot where a test was named for what it
-    left (hover: the test and its residue); below, the programs jax holds after each test."""
-    from ..decisions.ledger import named
+def session_picture(records: list[dict[str, Any]], count: int, threshold: int, title: str, stand_in: bool) -> str:
+    """The suite ledger's picture of one process's ``count`` tests, from the lines of those a
+    backend had started by (the JSON report's, telling.ledger.report_record, with ``test``; in
+    the order they ran): the device memory after each test, a line per device, with a red dot where
+    a test was named for what it left (hover: the test and its residue); below, the programs jax
+    holds after each test."""
+    from ..decisions.ledger import over
 
-    read = [line for line in lines if line.started]
-    labels = sorted({label for line in read for label in line.devices})
-    n = max(len(lines), 1)
+    read = sorted(records, key=lambda r: r["index"])
+    labels = sorted({label for r in read for label in r["devices"]})
+    n = max(count, 1)
     plot_w = WIDTH - LEFT - RIGHT
     height = TOP + 20 + 2 * SESSION_PANEL + 3 * BOTTOM // 2 + 20
     top2 = TOP + 20 + SESSION_PANEL + BOTTOM
@@ -164,38 +166,39 @@ def session_picture(lines: list[Any], threshold: int, title: str, stand_in: bool
         f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {escape(format_size(threshold))} or more of its '
         "arrays alive (hover for its name)</text>",
     ]
-    high = max([1, *(n for line in read for n in line.devices.values())])
+    high = max([1, *(n for r in read for n in r["devices"].values())])
     y, drawn = axis(high, first, format_size)
     out += drawn
     legend = []
     for i, label in enumerate(labels):
         color = COLORS[i % len(COLORS)]
-        points = " ".join(f"{x(line.index):.1f},{y(line.devices.get(label, 0)):.1f}" for line in read)
+        points = " ".join(f"{x(r['index']):.1f},{y(r['devices'].get(label, 0)):.1f}" for r in read)
         out.append(
             f'<polyline class="device" data-name="{escape(label)}" points="{points}" fill="none" stroke="{color}" '
             'stroke-width="2"/>'
         )
         legend.append((color, label))
-    for line in read:
-        if named(line, threshold):
-            label = max(line.devices, key=lambda d: line.change.get(d, 0), default=None)
+    for r in read:
+        if over(r["left"], threshold):
+            change = r.get("change") or {}
+            label = max(r["devices"], key=lambda d: change.get(d, 0), default=None)
             if label is None:
                 continue
-            tip = f"{line.test}: left {format_size(line.left)}"
+            tip = f"{r['test']}: left {format_size(r['left'])}"
             out.append(
-                f'<circle class="named" cx="{x(line.index):.1f}" cy="{y(line.devices[label]):.1f}" r="4" fill="#d62728">'
+                f'<circle class="named" cx="{x(r["index"]):.1f}" cy="{y(r["devices"][label]):.1f}" r="4" fill="#d62728">'
                 f"<title>{escape(tip)}</title></circle>"
             )
-    held = [line for line in read if line.executables is not None]
-    y2, drawn = axis(max([1, *(line.executables for line in held)]), top2, lambda v: f"{v:g}")
+    held = [r for r in read if r.get("executables") is not None]
+    y2, drawn = axis(max([1, *(r["executables"] for r in held)]), top2, lambda v: f"{v:g}")
     out += drawn
     out.append(f'<text x="{LEFT}" y="{top2 - 10}" fill="#555">programs jax holds compiled, after each test</text>')
-    points = " ".join(f"{x(line.index):.1f},{y2(line.executables):.1f}" for line in held)
+    points = " ".join(f"{x(r['index']):.1f},{y2(r['executables']):.1f}" for r in held)
     out.append(f'<polyline class="programs" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2"/>')
     legend.append((HOST_COLOR, "programs jax holds"))
     bottom = top2 + SESSION_PANEL
     out.append(f'<text x="{LEFT}" y="{bottom + 20}" text-anchor="start">test 1</text>')
-    out.append(f'<text x="{LEFT + plot_w}" y="{bottom + 20}" text-anchor="end">test {len(lines)}</text>')
+    out.append(f'<text x="{LEFT + plot_w}" y="{bottom + 20}" text-anchor="end">test {count}</text>')
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
     )

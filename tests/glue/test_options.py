@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_tpumem import defaults
-from pytest_tpumem.glue.options import OPTIONS, SettingError, resolve, unused_when_off
+from pytest_tpumem.glue.options import DEFAULTS, OPTIONS, SettingError, resolve, unused_when_off
 
 
 def settings(cli=None, ini=None):
@@ -17,6 +17,23 @@ def test_defaults_come_from_one_module():
     assert s.leak_threshold == defaults.LEAK_THRESHOLD and s.top == defaults.TOP
     assert s.sample_interval == defaults.SAMPLE_MS / 1000
     assert (s.recompile, s.no_libtpu, s.given) == ("marked", "fail", frozenset())
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if DEFAULTS[o.name] != "none"], ids=lambda o: o.name)
+def test_each_default_the_reference_gives_is_the_default(option, tmp_path):
+    """The reference's default column (options.DEFAULTS) is what a run gets: giving it changes nothing
+    but ``given`` ("none", no value, is not given)."""
+    text = DEFAULTS[option.name]
+    value = [text] if option.action == "append" else text
+    given = resolve({option.name: value}.get, {}.get, str(tmp_path))
+    if option.name == "tpumem_ledger":  # a path: the cache's file, which None stands for
+        assert given.ledger_path == str(tmp_path / text)
+        return
+    assert given._replace(given=frozenset()) == settings(), option.name
+
+
+def test_every_option_has_a_default_in_the_reference():
+    assert list(DEFAULTS) == [o.name for o in OPTIONS]
 
 
 def test_command_line_wins_over_ini():

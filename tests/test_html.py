@@ -1,0 +1,393 @@
+"""The run's HTML page (issue 19): --tpumem-html and ``python -m pytest_tpumem html`` write one
+self-contained file from the report, with every measured test, its failure text, sites, buffers,
+upcasts and leak timeline, the suite ledger and the baseline comparison; it escapes what it takes
+from test ids; and in a real browser (headless Chromium, tests/browser.py) it renders without a
+console error, sorts, filters and shows a planted leak's timeline."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from pytest_tpumem.decisions.entry import Entry, LedgerTests, Report
+from pytest_tpumem.telling.html import page
+
+MB = 10**6
+
+SUITE = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+KEPT = []
+HOLD = []
+
+
+def group_norm_f32(x):
+    xf = x.astype(jnp.float32)  # the silent upcast
+    mean = xf.mean(axis=(1, 2), keepdims=True)
+    var = ((xf - mean) ** 2).mean(axis=(1, 2), keepdims=True)
+    return ((xf - mean) / jnp.sqrt(var + 1e-5)).astype(x.dtype)
+
+
+@pytest.mark.max_hbm("40MB")
+def test_over_budget_with_upcast():
+    x = jnp.ones((8, 64, 128, 128), jnp.bfloat16)
+    jax.jit(group_norm_f32)(x).block_until_ready()
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_leaks_16mb_a_run():
+    KEPT.append(jnp.ones((4_000_000,), jnp.float32))  # 16 MB a run, kept
+
+
+@pytest.mark.leak_check(iterations=3, threshold="10MB")
+def test_clean_twin():
+    jnp.ones((4_000_000,), jnp.float32).block_until_ready()
+
+
+@pytest.mark.max_hbm("100MB")
+@pytest.mark.parametrize("n", [1000, 2000], ids=["<script>alert(1)</script>", "a&b\\"c"])
+def test_fits(n):
+    assert float(jnp.ones((n, n)).sum()) == n * n
+
+
+def test_leaves_64mb_in_a_module_list():
+    HOLD.append(jnp.ones((16_000_000,), jnp.float32))
+"""
+
+IDS = {
+    "upcast": "test_page.py::test_over_budget_with_upcast",
+    "leak": "test_page.py::test_leaks_16mb_a_run",
+    "twin": "test_page.py::test_clean_twin",
+    "script": "test_page.py::test_fits[<script>alert(1)</script>]",
+    "amp": 'test_page.py::test_fits[a&b"c]',
+    "residue": "test_page.py::test_leaves_64mb_in_a_module_list",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The planted suite run once under --tpumem with a JSON report and the page (-p no:randomly:
+    the order of the session picture is the file's)."""
+    where = tmp_path_factory.mktemp("page")
+    (where / "test_page.py").write_text(SUITE)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--tpumem",
+         "--tpumem-json=report.json", "--tpumem-html=report.html", "test_page.py"],
+        cwd=where, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the planted failures
+    return where, proc.stdout
+
+
+def _line(snippet):
+    """The line of test_page.py that holds ``snippet``."""
+    return next(i + 1 for i, text in enumerate(SUITE.splitlines()) if snippet in text)
+
+
+def _html(where):
+    return (where / "report.html").read_text()
+
+
+def _details(html, nodeid):
+    """The <details> block of one test (its summary names it, escaped)."""
+    start = html.index(f"</span> {_esc(nodeid)}</summary>")
+    return html[start : html.index("</details>", start)]
+
+
+def _esc(text):
+    from html import escape
+
+    return escape(text, quote=True)
+
+
+def test_the_page_is_written_and_said(run):
+    where, out = run
+    assert f"tpumem: the run's page (HTML, opens offline) written to {where / 'report.html'}" in out
+    assert not [p for p in os.listdir(where) if p.startswith(".tpumem-")]  # no temporary left beside it
+
+
+def test_every_measured_test_has_a_row_and_the_counts_agree_with_the_report(run):
+    where, _ = run
+    html, report = _html(where), json.loads((where / "report.json").read_text())
+    rows = re.findall(r'<tr data-test="([^"]*)" data-verdict="([^"]*)">', html)
+    from html import unescape
+
+    assert {unescape(t): v for t, v in rows} == {t: e["verdict"] for t, e in report["tests"].items()}
+    assert len(rows) == 5  # the test that only leaves arrays behind has no marker: the ledger reads it
+    failed = sum(e["verdict"] != "ok" for e in report["tests"].values())
+    assert failed == 2
+    assert f"<title>pytest-tpumem: 5 measured, {failed} failed a memory check</title>" in html
+
+
+def test_what_it_takes_from_test_ids_is_escaped(run):
+    html = _html(run[0])
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "a&amp;b&quot;c" in html
+    scripts = re.findall(r"<script[^>]*>", html)
+    assert scripts == ['<script type="application/json" id="tpumem-summary">', "<script>"]
+
+
+def test_it_fetches_nothing(run):
+    """Self-contained: no URL it would load (the SVG namespace is a name, not a fetch), and a
+    Content-Security-Policy that forbids loading anything."""
+    html = _html(run[0])
+    assert "default-src 'none'" in html
+    urls = set(re.findall(r"https?://[^\s\"'<>]+", html))
+    assert urls == {"http://www.w3.org/2000/svg"}, urls
+    assert not re.search(r"<(link|img|iframe)\b|\bsrc=", html)
+
+
+def test_the_upcast_and_the_largest_arrays_of_a_test_over_budget(run):
+    details = _details(_html(run[0]), IDS["upcast"])
+    assert "max_hbm: peak 67.1MB on cpu:0 is over the budget of 40.0MB" in details  # its failure text
+    assert "upcasts (float32 copies of narrower values)" in details
+    assert re.search(
+        rf"<td class=n>33\.6MB</td><td>f32\[8,64,128,128\]</td><td>[^<]*from bf16 at test_page\.py:{_line('astype(jnp.float32)')} ",
+        details,
+    )
+    assert "largest arrays of the programs it ran" in details
+
+
+def test_the_planted_leak_has_its_timeline_sites_and_figures(run):
+    details = _details(_html(run[0]), IDS["leak"])
+    assert "leak check: leak, growth 16.0MB/iteration, threshold 10.0MB, 3 iterations" in details, details
+    assert details.count('<polyline class="series"') >= 1
+    assert 'class="threshold"' in details
+    assert re.search(
+        rf"<td class=n>48\.0MB</td><td class=n>3</td><td class=n>3</td><td>f32\[4000000\]</td><td>test_page\.py:{_line('KEPT.append')} ",
+        details,
+    ), details
+    twin = _details(_html(run[0]), IDS["twin"])
+    assert "leak check: ok" in twin
+
+
+def test_the_ledger_names_the_residue_and_draws_the_session(run):
+    html = _html(run[0])
+    ledger = html[html.index("<h2 id=ledger>") :]
+    assert f"{_esc(IDS['residue'])}: left 64.0MB</summary>" in ledger
+    assert f"test_page.py:{_line('HOLD.append')}" in ledger  # the line that made the array
+    assert "global HOLD" in ledger  # who keeps it
+    assert ledger.count('<svg xmlns="http://www.w3.org/2000/svg"') == 1
+    assert 'class="named"' in ledger
+
+
+def test_the_page_of_the_json_report_is_the_page_pytest_wrote(run, tmp_path):
+    """One page, written once: ``python -m pytest_tpumem html`` on the run's JSON report gives the
+    page pytest wrote, but for the line that names the report it read."""
+    where, _ = run
+    out = tmp_path / "again.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_tpumem", "html", str(where / "report.json"), "-o", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"wrote {out}: 5 measured tests from 1 report\n"
+    again = out.read_text().replace(f"<p>read from {_esc(str(where / 'report.json'))}</p>", "")
+    assert again == _html(where)
+
+
+def test_a_baseline_comparison_lists_the_regression_first_and_gates(run, tmp_path):
+    where, _ = run
+    report = json.loads((where / "report.json").read_text())
+    base = json.loads(json.dumps(report))
+    base["tests"][IDS["script"]]["peak"] = report["tests"][IDS["script"]]["peak"] // 2  # the run doubled it
+    base["tests"][IDS["amp"]]["peak"] = report["tests"][IDS["amp"]]["peak"] * 2  # and halved this one
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    out = tmp_path / "page.html"
+    args = [sys.executable, "-m", "pytest_tpumem", "html", str(where / "report.json"), "-o", str(out)]
+    proc = subprocess.run(
+        [*args, "--baseline", str(tmp_path / "base.json"), "--fail", "peak:10%"], capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stderr
+    html = out.read_text()
+    section = html[html.index("<h2 id=comparison>") : html.index("<h2 id=measured>")]
+    assert "Against the baseline base.json" in section
+    rows = re.findall(r"<tr><td><span class=\"([^\"]*)\">([^<]*)</span>", section)
+    assert rows[0] == ("v-bad", "regressed beyond peak:10%")
+    assert rows[1] == ("v-ok", "improved")
+    assert "<title>pytest-tpumem: 5 measured, 2 failed a memory check, 1 regressed</title>" in html
+    proc = subprocess.run([*args, "--baseline", str(tmp_path / "base.json")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr  # shown, not judged, without --fail
+
+
+def test_several_reports_are_merged_into_one_page(tmp_path, wire):
+    for i, device in enumerate(("cpu:0", "cpu:1")):
+        r = wire.report({"t.py::test_a": [wire.peak(10 * MB, device)]}, pid=i + 1, process_index=i, process_count=2)
+        (tmp_path / f"r{i}.json").write_bytes(_dumps(r))
+    out = tmp_path / "p.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_tpumem", "html", str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "-o", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"wrote {out}: 1 measured tests from 2 reports\n"
+    html = out.read_text()
+    assert "merged from 2 processes" in html
+    assert "peak per device: cpu:0 10.0MB, cpu:1 10.0MB" in html
+
+
+def _dumps(report):
+    from pytest_tpumem.telling.report import dumps
+
+    return dumps(report)
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["html", "{r}", "-o", "{r}"], "{r}: is also one of the reports it reads; give -o another path"),
+        (["html", "{d}/none.json", "-o", "{d}/p.html"], "{d}/none.json: no such file"),
+        (["html", "{r}", "-o", "{d}/p.html", "--fail", "peak:10%"], "--fail needs a baseline to compare with"),
+        (["html", "{r}", "-o", "{d}"], "{d}: cannot be written: is a directory"),
+        (["html", "{r}", "-o", "{d}/p.html", "--baseline", "{d}/p.html"], "{d}/p.html: is also one of the reports"),
+    ],
+)
+def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path, wire, argv, says):
+    r = tmp_path / "r.json"
+    r.write_bytes(_dumps(wire.report({"t.py::test_a": [wire.peak(MB)]})))
+    argv = [a.format(r=r, d=tmp_path) for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "pytest_tpumem", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.startswith("python -m pytest_tpumem html: error: ")
+    assert says.format(r=r, d=tmp_path) in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]  # nothing written, no temporary left
+
+
+@pytest.mark.parametrize("other", ["--tpumem-json", "--tpumem-save", "--tpumem-compare"])
+def test_the_page_may_not_overwrite_a_report_of_the_run(pytester, other):
+    pytester.makepyfile("def test_a(): pass")
+    if other == "--tpumem-compare":
+        pytester.path.joinpath("same.json").write_text("{}")
+    result = pytester.runpytest("--tpumem", f"{other}=same.json", "--tpumem-html=same.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--tpumem-html {pytester.path / 'same.json'}" in result.stderr.str()
+
+
+def test_a_page_that_cannot_be_written_is_said_and_fails_the_run(pytester):
+    pytester.makepyfile("def test_a(): pass")
+    pytester.path.joinpath("dir.html").mkdir()
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-html=dir.html")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [f"tpumem: the report could not be written to {pytester.path / 'dir.html'}: is a directory"]
+    )
+
+
+def test_a_report_holding_the_wrong_types_still_makes_a_page():
+    """A report edited by hand (or written by a newer writer) is read back checked only where a
+    gate needs it; the page shows what it can and never raises."""
+    checks = (
+        {"check": "leak", "verdict": "leak", "series": {"s": {"values": ["x"]}}, "sites": [1, None], "threshold": "?"},
+        {"check": "leak", "verdict": "leak", "series": [], "host_sites": "no", "kept_programs": [3]},
+        {"check": "budget", "verdict": "ok", "devices": [], "upcasts": {"a": 1}, "buffers": [None]},
+        {"check": "target", "programs": None},
+        {"check": "baseline", "changes": [None, {"figure": 1}]},
+        {"check": "nonsense"},
+    )
+    entry = Entry(outcome="failed", checks=checks, failure="<b>")
+    ledger = LedgerTests(
+        1, {"t.py::test_<b>": {"residue": 5, "devices": [1], "index": "x", "made": "no"}}, ({"said": 3},)
+    )
+    report = Report({"devices": "cpu", "versions": None}, {"t.py::test_<b>": entry}, ledger=ledger)
+    html = page(report)
+    assert "t.py::test_&lt;b&gt;" in html and "<pre>&lt;b&gt;</pre>" in html
+
+
+# --- in a real browser ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sys.path.insert(0, os.path.dirname(__file__))
+    from browser import Browser, find_chromium
+
+    executable = find_chromium()
+    if executable is None:
+        if os.environ.get("TPUMEM_REQUIRE_BROWSER"):
+            pytest.fail("TPUMEM_REQUIRE_BROWSER is set and no Chromium was found (apt-get install chromium)")
+        pytest.skip("no Chromium here (Debian: apt-get install chromium); .ci/run installs it")
+    with Browser(executable) as b:
+        yield b
+
+
+def _order(browser, column):
+    return browser.evaluate(
+        f"Array.from(document.querySelectorAll('#tests tbody tr')).map(r => r.cells[{column}].getAttribute('data-value'))"
+    )
+
+
+def test_in_chromium_it_renders_without_a_console_error(run, browser):
+    browser.open(str(run[0] / "report.html"))
+    assert browser.errors == []
+    assert browser.evaluate("document.querySelectorAll('#tests tbody tr').length") == 5
+    assert browser.evaluate("document.getElementById('shown').textContent") == "5 of 5 shown"
+    height = browser.evaluate("document.querySelector('#tests').getBoundingClientRect().height")
+    assert height > 5 * 15
+
+
+def test_in_chromium_the_table_sorts(run, browser):
+    browser.open(str(run[0] / "report.html"))
+    peak = 3  # the column
+    browser.evaluate(f"document.querySelectorAll('#tests thead th')[{peak}].click()")
+    values = [int(v) if v else None for v in _order(browser, peak)]
+    known = [v for v in values if v is not None]
+    assert known == sorted(known, reverse=True) and values[len(known) :] == [None] * (len(values) - len(known))
+    assert (
+        browser.evaluate(f"document.querySelectorAll('#tests thead th')[{peak}].getAttribute('aria-sort')")
+        == "descending"
+    )
+    browser.evaluate(f"document.querySelectorAll('#tests thead th')[{peak}].click()")
+    values = [int(v) for v in _order(browser, peak) if v]
+    assert values == sorted(values)
+    browser.evaluate("document.querySelectorAll('#tests thead th')[0].click()")  # by test id, as text
+    ids = browser.evaluate(
+        "Array.from(document.querySelectorAll('#tests tbody tr')).map(r => r.getAttribute('data-test'))"
+    )
+    assert ids == sorted(ids, key=str.lower)
+    assert browser.errors == []
+
+
+def test_in_chromium_the_table_filters(run, browser):
+    browser.open(str(run[0] / "report.html"))
+    browser.evaluate("var f = document.getElementById('filter'); f.value = 'fits'; f.dispatchEvent(new Event('input'))")
+    assert browser.evaluate("document.getElementById('shown').textContent") == "2 of 5 shown"
+    browser.evaluate(
+        "var f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'));"
+        "var v = document.getElementById('verdict'); v.value = 'leak'; v.dispatchEvent(new Event('change'))"
+    )
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('#tests tbody tr')).filter(r => !r.hidden).map(r => r.getAttribute('data-test'))"
+    )
+    assert shown == [IDS["leak"]]
+
+
+def test_in_chromium_a_test_s_link_opens_its_section(run, browser):
+    browser.open(str(run[0] / "report.html"))
+    link = browser.evaluate(f"document.querySelector('tr[data-test=\"{IDS['twin']}\"] a').getAttribute('href')")
+    assert browser.evaluate(f"document.querySelector('{link}').open") is False  # a passed test's is closed
+    browser.evaluate(f"document.querySelector('tr[data-test=\"{IDS['twin']}\"] a').click()")
+    assert browser.evaluate(f"document.querySelector('{link}').open") is True
+    assert browser.errors == []
+
+
+def test_in_chromium_the_planted_leak_shows_its_timeline(run, browser, tmp_path):
+    browser.open(str(run[0] / "report.html"))
+    # The leak's row links to its details, which a failed test has open: its timeline is drawn.
+    link = browser.evaluate(f"document.querySelector('tr[data-test=\"{IDS['leak']}\"] a').getAttribute('href')")
+    box = browser.evaluate(
+        f"(function(){{ var d = document.querySelector('{link}'); var s = d.querySelector('svg polyline.series');"
+        "var r = s.getBoundingClientRect(); return [d.open, r.width, r.height]; })()"
+    )
+    assert box[0] is True and box[1] > 100 and box[2] > 10, box
+    browser.screenshot(str(tmp_path / "page.png"))
+    assert (tmp_path / "page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert browser.errors == []
