@@ -54,6 +54,11 @@ class Browser:
             "--no-first-run",
             "--no-default-browser-check",
             "--disable-extensions",
+            # no network: the machine may have none, and the page fetches nothing
+            "--disable-quic",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
             "--remote-debugging-pipe",
             f"--user-data-dir={self._profile}",
             f"--window-size={width},{height}",
