@@ -59,9 +59,17 @@ def _peaks_cell(e: Entry) -> str:
     return f"max {format_size(n)} on {dev}, {len(used)} devices used"
 
 
+NONE_MEASURED = (
+    "no test was measured: none has a max_hbm or leak_check marker, and neither --tpumem-max-hbm nor "
+    "--tpumem-leak-check=all applies"
+)
+
+
 def summary_lines(tests: dict[str, Entry], top: int, quiet: bool, skipped_without_libtpu: int = 0) -> list[str]:
     """Aligned rows, worst first; under -q only the tests that did not pass their checks."""
     items = sorted(tests.items(), key=lambda i: i[1].worst_first())
+    if not items and not skipped_without_libtpu:  # the summary has other things to say (a comparison)
+        return [NONE_MEASURED]
     bad = [i for i in items if i[1].failed]
     shown = bad if quiet else items
     shown = shown[:top]

@@ -87,3 +87,13 @@ def test_summary_quiet_top_and_tests_skipped_without_libtpu():
     )
     top = summary_lines(rows, top=2, quiet=False)
     assert len(top) == 1 + 2 + 1 and "(showing 2, see --tpumem-top)" in top[-1]
+
+
+def test_a_summary_without_a_measured_test_says_why_instead_of_counting_zeros():
+    """A run compared with a baseline (the ledger's residues) but measuring no test printed
+    "0 measured, 0 failed a memory check" above the comparison: true, and no help."""
+    assert summary_lines({}, top=20, quiet=False) == [
+        "no test was measured: none has a max_hbm or leak_check marker, and neither --tpumem-max-hbm nor "
+        "--tpumem-leak-check=all applies"
+    ]
+    assert summary_lines({}, top=20, quiet=False, skipped_without_libtpu=1)[-1].startswith("0 measured, 0 failed")
