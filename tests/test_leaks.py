@@ -66,8 +66,10 @@ def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
         result.stdout.fnmatch_lines(
             [f"*_ {name} _*", f"leak_check: {growth} over 3 iterations (threshold 10.0MB/iteration)"]
         )
-    for name in HOST_SITES:  # a 16 MB numpy copy a run: confirmed, at its true rate
-        assert _host_rate(result.stdout.str(), name) == 16.0, name
+    for name in HOST_SITES:  # a 16 MB numpy copy a run: confirmed, at its true rate within 2%
+        # A host figure is not exact: in a CI run one confirmation run of the numpy list read +15.8MB
+        # (the process freed 0.2 MB of its own beside it), so the growth, the lower of the two, was 15.9MB.
+        assert 15.68 <= _host_rate(result.stdout.str(), name) <= 16.32, name
     for name, (text, function) in SITES.items():
         line = _line_of(planted, text)
         result.stdout.fnmatch_lines(
@@ -285,11 +287,22 @@ def test_a_host_leak_whose_code_cannot_run_again_keeps_its_verdict(pytester):
     )
     result = pytester.runpytest_subprocess("--tpumem")
     result.assert_outcomes(failed=1)
+    import re
+
+    # A host figure is the test's 16 MB a run plus whatever the process itself allocated or freed
+    # beside it (kilobytes, and once 0.2 MB in a CI run): each is read, and must be within 2% of 16 MB.
+    text = result.stdout.str()
+    grew = re.search(r"^leak_check: host malloc grew ([\d.]+)MB/iteration over 3 iterations", text, re.M)
+    steps = re.search(
+        r"^  host malloc: \S+ -> \S+ \(\+([\d.]+)MB\) -> \S+ \(\+([\d.]+)MB\) -> \S+ \(\+([\d.]+)MB\)$", text, re.M
+    )
+    assert grew and steps, text
+    assert all(15.68 <= float(x) <= 16.32 for x in (grew.group(1), *steps.groups())), (grew.group(0), steps.group(0))
     result.stdout.fnmatch_lines(
         [
-            "leak_check: host malloc grew 16.0MB/iteration over 3 iterations (threshold 10.0MB/iteration)",
+            "leak_check: host malloc grew *MB/iteration over 3 iterations (threshold 10.0MB/iteration)",
             # The absolute figures are the process's malloc'd bytes (the interpreter's and jax's): only the steps are the test's.
-            "  host malloc: *MB -> *MB (+16.0MB) -> *MB (+16.0MB) -> *MB (+16.0MB)",
+            "  host malloc: *MB -> *MB (+*MB) -> *MB (+*MB) -> *MB (+*MB)",
             "  (not confirmed: one more run, to confirm the growth, raised StopIteration: : the code could not run again, "
             "and the verdict rests on the first 3 iterations)",
             "  (one more run, traced with tracemalloc to name the lines, raised StopIteration: : the code could not run again)",
