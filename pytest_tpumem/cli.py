@@ -50,13 +50,17 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _not_an_input(output: str, inputs: Sequence[str], what: str) -> None:
+    """ReportError where ``output`` is one of the reports read: an input is never overwritten."""
+    if any(_same_file(path, output) for path in inputs):
+        raise reports.ReportError(
+            f"{output}: is also one of the reports {what}; give -o another path (an input is never overwritten)"
+        )
+
+
 def merge(args: argparse.Namespace) -> int:
     """The reports of several processes or hosts as one file, written whole."""
-    for path in args.reports:
-        if _same_file(path, args.output):
-            raise reports.ReportError(
-                f"{args.output}: is also one of the reports to merge; give -o another path (an input is never overwritten)"
-            )
+    _not_an_input(args.output, args.reports, "to merge")
     merged = reports.merge_reports([(path, reports.read(path)) for path in args.reports])
     try:
         reports.write(merged, args.output)
@@ -72,11 +76,7 @@ def html(args: argparse.Namespace) -> int:
     from .telling.files import write_atomic
     from .telling.html import page
 
-    for path in [*args.reports, *([args.baseline] if args.baseline else [])]:
-        if _same_file(path, args.output):
-            raise reports.ReportError(
-                f"{args.output}: is also one of the reports it reads; give -o another path (an input is never overwritten)"
-            )
+    _not_an_input(args.output, [*args.reports, *([args.baseline] if args.baseline else [])], "it reads")
     tolerances = parse_tolerances(args.fail, where="--fail")
     if args.fail and not args.baseline:
         raise ToleranceError("--fail needs a baseline to compare with: give --baseline OLD")

@@ -449,30 +449,18 @@ def resolve(
     )
     if not settings.enabled:
         return settings  # unused_when_off() warns about what is set
-    if (
-        settings.json_path is not None
-        and settings.compare_path is not None
-        and _same(settings.json_path, settings.compare_path)
-    ):
-        raise SettingError(
-            f"--tpumem-json {settings.json_path} is the baseline --tpumem-compare reads: it would be overwritten; "
-            "write the report elsewhere, or replace the baseline with --tpumem-save"
-        )
-    for flag, path in (("--tpumem-json", settings.json_path), ("--tpumem-save", settings.save_path)):
-        if settings.html_path is not None and path is not None and _same(settings.html_path, path):
-            raise SettingError(
-                f"--tpumem-html {settings.html_path} is also {flag}'s file: one would overwrite the other; "
-                "give the page another name (report.html)"
-            )
-    if (
-        settings.html_path is not None
-        and settings.compare_path is not None
-        and _same(settings.html_path, settings.compare_path)
-    ):
-        raise SettingError(
-            f"--tpumem-html {settings.html_path} is the baseline --tpumem-compare reads: it would be overwritten; "
-            "give the page another name (report.html)"
-        )
+    baseline = "is the baseline --tpumem-compare reads: it would be overwritten"
+    page = "give the page another name (report.html)"
+    clashes = (  # (a file written, its flag, a file of another option, what that file is, what to do)
+        (settings.json_path, "--tpumem-json", settings.compare_path, baseline,
+         "write the report elsewhere, or replace the baseline with --tpumem-save"),
+        (settings.html_path, "--tpumem-html", settings.json_path, "is also --tpumem-json's file: one would overwrite the other", page),
+        (settings.html_path, "--tpumem-html", settings.save_path, "is also --tpumem-save's file: one would overwrite the other", page),
+        (settings.html_path, "--tpumem-html", settings.compare_path, baseline, page),
+    )  # fmt: skip
+    for written, flag, other, what, remedy in clashes:
+        if written is not None and other is not None and _same(written, other):
+            raise SettingError(f"{flag} {written} {what}; {remedy}")
     if settings.compare_fail and settings.compare_path is None:
         raise SettingError(
             "--tpumem-compare-fail (or ini tpumem_compare_fail) needs a baseline to compare with: "

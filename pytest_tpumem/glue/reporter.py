@@ -71,6 +71,7 @@ class Reporter:
         self.unrerunnable: set[str] = set()  # --tpumem-leak-check=all: passed, but a later run raised
         self._report: Report | None = None  # this run's report, made once at the end
         self.written: list[str] = []  # the reports written at the end, for the summary
+        self.page: str | None = None  # of those, the HTML page (--tpumem-html)
         self.write_errors: list[str] = []
         from ..readings.context import now
 
@@ -95,7 +96,7 @@ class Reporter:
         from ..telling.rows import records_of
 
         records = records_of(report.user_properties)
-        if report.failed:
+        if report.failed and (records or report.nodeid in self.rows):  # a test the report keeps: measured
             from ..telling.report import failure_text
 
             self.failures[report.nodeid] = failure_text(self.failures.get(report.nodeid, ""), report)
@@ -227,6 +228,8 @@ class Reporter:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             else:
                 self.written.append(path)
+                if html:
+                    self.page = path
 
     def _write_page(self, path: str) -> None:
         """--tpumem-html: the run's page (telling.html), with the baseline comparison where there is one."""
@@ -289,7 +292,7 @@ class Reporter:
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:
                 lines.append(COMPARE_NOT_ENFORCED)
-        lines += [page_written(p) if p.endswith(".html") else report_written(p) for p in self.written]
+        lines += [page_written(p) if p == self.page else report_written(p) for p in self.written]
         return lines
 
     def _backend_lines(self) -> list[str]:

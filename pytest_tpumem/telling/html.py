@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from ..decisions.ledger import over
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
 from .comparison import change_line, context_lines, matching_lines
@@ -206,7 +207,7 @@ def _counts(report: Report) -> str:
         chips.append(f'<span class="{_verdict_class(v)}">{verdicts[v]} {_e(v)}</span>')
     ledger = report.ledger
     if ledger is not None:
-        named = sum(1 for line in ledger.tests.values() if (_int(line.get("left")) or 0) >= ledger.threshold > 0)
+        named = sum(1 for line in ledger.tests.values() if over(_int(line.get("left")) or 0, ledger.threshold))
         chips.append(f"<span>{plural(len(ledger.tests), 'test')} in the suite ledger</span>")
         chips.append(
             f'<span class="{"v-bad" if named else "v-ok"}">{named} left {_e(format_size(ledger.threshold))} or more</span>'
@@ -469,21 +470,17 @@ def _ledger(report: Report) -> str:
                 "executables": executables,
             }
             by_worker.setdefault(str(line.get("worker") or ""), []).append(record)
+    stand_in = any(line.get("stand_in") for line in lines.values())
     for worker, records in sorted(by_worker.items()):
         title = f"pytest-tpumem ledger: {plural(len(records), 'test')}" + (
             f" (pytest-xdist worker {worker})" if worker else ""
         )
-        stand_in = any(line.get("stand_in") for line in lines.values())
         count = max(r["index"] for r in records)
         out.append(
             f'<div class="picture session">{session_picture(records, count, ledger.threshold, title, stand_in)}</div>'
         )
     named = sorted(
-        (
-            (t, line)
-            for t, line in lines.items()
-            if ledger.threshold > 0 and (_int(line.get("left")) or 0) >= ledger.threshold
-        ),
+        ((t, line) for t, line in lines.items() if over(_int(line.get("left")) or 0, ledger.threshold)),
         key=lambda i: (-(_int(i[1].get("left")) or 0), i[0]),
     )
     if named:
