@@ -11,6 +11,7 @@ stays a JSON object under ``checks``: its details (series, sites, devices) are f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -63,6 +64,42 @@ _ENTRY: dict[str, tuple[str, bool]] = {
 _SIZES = ("peak", "growth", "budget", "threshold", "host_peak")
 _SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
 
+# A suite ledger's line (docs/report-schema.md, telling.ledger.report_record): each key's kind (null
+# is allowed for each: not known), then its whole numbers, True where one may be below 0 (a change).
+_LINE: dict[str, str] = {
+    "index": _INT,
+    "outcome": _TEXT,
+    "left": _INT,
+    "compiled": _INT,
+    "devices": _OBJECT,
+    "change": _OBJECT,
+    "stand_in": _BOOL,
+    "executables": _INT,
+    "outside": _INT,
+    "peaks": _OBJECT,
+    "cleared": _OBJECT,
+    "made": _LIST,
+    "held": _LIST,
+    "traceback": _INT,
+    "collected": _INT,
+    "worker": _TEXT,
+}
+_LINE_NUMBERS = {  # every _INT key of _LINE
+    "index": False,
+    "left": False,
+    "compiled": False,
+    "executables": False,
+    "outside": True,
+    "traceback": False,
+    "collected": False,
+}
+_LINE_MAPS = {"devices": False, "peaks": False, "change": True}  # label -> bytes
+_LINE_PARTS: dict[str, dict[str, str]] = {  # a list of objects: each key's kind (its whole numbers from 0)
+    "made": {"site": _TEXT, "bytes": _INT, "arrays": _INT, "shape": _TEXT},
+    "held": {"by": _TEXT, "path": _TEXT, "bytes": _INT},
+}
+_CLEARED = {"programs": False, "bytes": True}
+
 
 def _kind_ok(value: Any, kind: str) -> bool:
     if kind == _TEXT:
@@ -78,6 +115,84 @@ def _kind_ok(value: Any, kind: str) -> bool:
 
 def _bytes_ok(value: Any, signed: bool = False) -> bool:
     return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
+
+
+def _whole(value: Any, signed: bool = False) -> bool:
+    """A whole number (not a bool) no figure of any memory is past: 0 (or -2^63+1) to 2^63-1."""
+    return _kind_ok(value, _INT) and _bytes_ok(value, signed)
+
+
+def _not_whole(value: Any, signed: bool) -> str:
+    return f"is {shown_value(value)}, not a whole number from {'-2^63+1' if signed else '0'} to 2^63-1"
+
+
+def _check_line(line: dict[str, Any], what: str, bad: Any) -> None:
+    """A ledger line's keys of the kinds _LINE gives, each whole number in it within MAX_SIZE
+    (the page and the picture draw them as floats: 10**400 is no figure of any memory)."""
+    for key, kind in _LINE.items():
+        value = line.get(key)
+        if value is not None and kind != _INT and not _kind_ok(value, kind):  # whole numbers: below, with their range
+            raise bad(f'{what}: "{key}" is {shown_value(value)}, not {kind}')
+    for key, signed in _LINE_NUMBERS.items():
+        if line.get(key) is not None and not _whole(line[key], signed):
+            raise bad(f'{what}: "{key}" {_not_whole(line[key], signed)}')
+    for key, signed in _LINE_MAPS.items():
+        for label, value in (line.get(key) or {}).items():
+            if not _whole(value, signed):
+                raise bad(f'{what}: "{key}" {shown_value(label)} {_not_whole(value, signed)}')
+    for key, spec in _LINE_PARTS.items():
+        for i, part in enumerate(line.get(key) or []):
+            if not isinstance(part, dict):
+                raise bad(f'{what}: "{key}"[{i}] is {shown_value(part)}, not an object')
+            for name, kind in spec.items():
+                value = part.get(name)
+                if value is not None and not (_whole(value) if kind == _INT else _kind_ok(value, kind)):
+                    wanted = _not_whole(value, False) if kind == _INT else f"is {shown_value(value)}, not {kind}"
+                    raise bad(f'{what}: "{key}"[{i}] "{name}" {wanted}')
+    for name, signed in _CLEARED.items():
+        value = (line.get("cleared") or {}).get(name)
+        if value is not None and not _whole(value, signed):
+            raise bad(f'{what}: "cleared" "{name}" {_not_whole(value, signed)}')
+
+
+def _past_any_figure(v: Any) -> bool:
+    """A whole number beyond +-(2^63-1), or a float that is not finite (JSON's 1e400 reads as infinity)."""
+    if isinstance(v, int):
+        return not -MAX_SIZE <= v <= MAX_SIZE
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def _out_of_bounds(data: Any) -> bool:
+    """Whether ``data`` (a report's JSON) holds a number past any figure (_past_any_figure)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        for v in item.values() if type(item) is dict else item:
+            kind = type(v)  # JSON's: exactly these types, and this walk may see millions of values
+            if kind is dict or kind is list:
+                stack.append(v)
+            elif (kind is int and not -MAX_SIZE <= v <= MAX_SIZE) or (kind is float and not math.isfinite(v)):
+                return True
+    return False
+
+
+def _where_out_of_bounds(data: Any) -> tuple[str, Any]:
+    """The first number _out_of_bounds finds, with its place: ``ledger.tests['t.py::a'].left``."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        item, path = stack.pop()
+        for key, v in item.items() if isinstance(item, dict) else enumerate(item):
+            if isinstance(key, int):
+                here = f"{path}[{key}]"
+            elif key.isidentifier():
+                here = f"{path}.{key}" if path else key
+            else:
+                here = f"{path}[{shown_value(key)}]"
+            if isinstance(v, (dict, list)):
+                stack.append((v, here))
+            elif _past_any_figure(v):
+                return here, v
+    return "?", None
 
 
 def _typed(obj: dict[str, Any], spec: dict[str, tuple[str, bool]], what: str, where: str) -> None:
@@ -311,9 +426,16 @@ class LedgerTests:
                 raise bad(
                     f'test {shown_value(nodeid)}: "residue" is {shown_value(residue)}, not bytes from 0 to 2^63-1'
                 )
+            _check_line(line, f"test {shown_value(nodeid)}", bad)
         crashed = obj.get("crashed", [])
         if not isinstance(crashed, list) or not all(isinstance(c, dict) for c in crashed):
             raise bad('"crashed" is not a list of objects')
+        for i, crash in enumerate(crashed):
+            for key, kind in (("worker", _TEXT), ("test", _TEXT), ("said", _LIST)):
+                if crash.get(key) is not None and not _kind_ok(crash[key], kind):
+                    raise bad(f'"crashed"[{i}] "{key}" is {shown_value(crash[key])}, not {kind}')
+            if not all(isinstance(said, str) for said in crash.get("said") or []):
+                raise bad(f'"crashed"[{i}] "said" is not a list of text')
         return cls(threshold, {k: dict(v) for k, v in tests.items()}, tuple(crashed))
 
 
@@ -386,6 +508,12 @@ class Report:
             raise bad('"tests" is missing or not an object')
         entries = {nodeid: Entry.from_json(entry, where, nodeid) for nodeid, entry in tests.items()}
         ledger = LedgerTests.from_json(report["ledger"], where) if "ledger" in report else None
+        if _out_of_bounds(report):  # a figure a check's record or a newer writer's key holds
+            place, value = _where_out_of_bounds(report)
+            raise bad(
+                f"{place} is {shown_value(value)}: past any figure of memory (a report's numbers are whole numbers "
+                "from -2^63+1 to 2^63-1, or finite)"
+            )
         return cls(context, entries, tuple(processes), version, ledger)
 
 

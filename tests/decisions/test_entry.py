@@ -157,3 +157,120 @@ def test_merged_ledgers_keep_every_test_the_larger_residue_and_every_crash():
         crashed=[{"worker": "gw0", "test": "c", "said": []}],
     )
     assert merged_ledgers([]) is None
+
+
+def _with_line(**keys):
+    """A report whose ledger has one line: a residue and ``keys``."""
+    line = {"index": 1, "outcome": "passed", "residue": 0, **keys}
+    return Report({"platform": "cpu"}, {}).to_json() | {"ledger": {"threshold": MB, "tests": {"t.py::a": line}}}
+
+
+LINE = "\"ledger\" test 't.py::a': "
+
+
+@pytest.mark.parametrize(
+    "keys, says",
+    [
+        ({"left": 2**63 - 1}, None),
+        ({"left": 2**63}, '"left" is 9223372036854775808, not a whole number from 0 to 2^63-1'),
+        ({"left": 10**400}, '"left" is 100000000000000000000000000000... (401 characters), not a whole number'),
+        ({"left": -1}, '"left" is -1, not a whole number from 0'),
+        ({"left": True}, '"left" is True, not a whole number'),  # a bool where an int is meant
+        ({"index": 0, "executables": None, "compiled": 0}, None),
+        ({"executables": 2**63}, '"executables" is 9223372036854775808, not a whole number'),
+        ({"executables": False}, '"executables" is False, not a whole number'),
+        ({"compiled": "3"}, "\"compiled\" is '3', not a whole number"),
+        ({"outside": -(2**63) + 1}, None),  # memory no array holds, given back
+        ({"outside": -(2**63)}, '"outside" is -9223372036854775808, not a whole number from -2^63+1 to 2^63-1'),
+        ({"devices": {"cpu:0": 2**63 - 1}}, None),
+        ({"devices": {"cpu:0": 2**63}}, "\"devices\" 'cpu:0' is 9223372036854775808, not a whole number from 0"),
+        ({"devices": {"cpu:0": True}}, "\"devices\" 'cpu:0' is True, not a whole number"),
+        ({"devices": [1]}, '"devices" is [1], not an object'),
+        ({"change": {"cpu:0": -(2**63) + 1}}, None),
+        (
+            {"change": {"cpu:0": -(2**63)}},
+            "\"change\" 'cpu:0' is -9223372036854775808, not a whole number from -2^63+1",
+        ),
+        ({"peaks": {"gpu:0": -1}}, "\"peaks\" 'gpu:0' is -1, not a whole number from 0"),
+        ({"made": [{"site": "t.py:3", "bytes": 2**63 - 1, "arrays": 1, "shape": "f32[3]"}]}, None),
+        ({"made": [{"bytes": 2**63}]}, '"made"[0] "bytes" is 9223372036854775808, not a whole number'),
+        ({"made": [{"arrays": True}]}, '"made"[0] "arrays" is True, not a whole number'),
+        ({"made": [{"site": 3}]}, '"made"[0] "site" is 3, not text'),
+        ({"made": [7]}, '"made"[0] is 7, not an object'),
+        ({"held": [{"by": "global HOLD", "path": "[0]", "bytes": -1}]}, '"held"[0] "bytes" is -1, not a whole number'),
+        ({"cleared": {"programs": 3, "bytes": -5}}, None),
+        ({"cleared": {"programs": -1, "bytes": 0}}, '"cleared" "programs" is -1, not a whole number from 0'),
+        ({"traceback": 10**19}, '"traceback" is 10000000000000000000, not a whole number'),
+        ({"collected": 1.5}, '"collected" is 1.5, not a whole number'),
+        ({"stand_in": 1}, '"stand_in" is 1, not true or false'),
+        ({"worker": 0}, '"worker" is 0, not text'),
+    ],
+)
+def test_a_ledger_line_s_figures_are_whole_numbers_any_memory_may_hold(keys, says):
+    data = _with_line(**keys)
+    if says is None:
+        assert Report.from_json(data, "r.json").ledger.tests["t.py::a"] == data["ledger"]["tests"]["t.py::a"]
+        return
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value).startswith(f"r.json: {LINE}{says}")
+
+
+@pytest.mark.parametrize(
+    "crashed, says",
+    [
+        ([{"worker": "gw0", "test": "t.py::b", "said": ["a line"]}], None),
+        ([{"worker": 0}], '"ledger" "crashed"[0] "worker" is 0, not text'),
+        ([{"test": ["t.py::b"]}], '"ledger" "crashed"[0] "test" is [\'t.py::b\'], not text'),
+        ([{"said": [1]}], '"ledger" "crashed"[0] "said" is not a list of text'),
+    ],
+)
+def test_a_crashed_worker_s_words_are_text(crashed, says):
+    data = Report({"platform": "cpu"}, {}).to_json() | {"ledger": {"threshold": MB, "tests": {}, "crashed": crashed}}
+    if says is None:
+        assert Report.from_json(data, "r.json").ledger.crashed == tuple(crashed)
+        return
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value) == f"r.json: {says}"
+
+
+PAST = "past any figure of memory (a report's numbers are whole numbers from -2^63+1 to 2^63-1, or finite)"
+
+
+@pytest.mark.parametrize(
+    "value, ok",
+    [(2**63 - 1, True), (2**63, False), (-(2**63) + 1, True), (-(2**63), False), (1.5, True), (float("inf"), False)],
+)
+def test_any_number_of_a_report_past_any_figure_is_refused_naming_its_place(value, ok):
+    """A check's record is for a person (the page draws its series as floats): any number in it,
+    or in a key a newer writer added, is within what any memory holds, or the report is refused."""
+    leak = {"check": "leak", "verdict": "leak", "series": {"cpu:0 live arrays": {"values": [0, 1, value]}}}
+    data = Report({"platform": "cpu"}, {"t.py::a": Entry.of([leak], "failed")}).to_json()
+    if ok:
+        assert Report.from_json(data, "r.json").tests["t.py::a"].checks[0]["series"] == leak["series"]
+        return
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    place = "tests['t.py::a'].checks[0].series['cpu:0 live arrays'].values[2]"
+    assert str(e.value) == f"r.json: {place} is {value!r}: {PAST}"
+
+
+def test_a_newer_writer_s_key_is_kept_within_the_bounds_and_refused_past_them():
+    data = Report({"platform": "cpu"}, {}).to_json() | {"added_later": {"n": [2**63 - 1]}}
+    Report.from_json(data, "r.json")
+    data["added_later"]["n"].append(-(2**70))
+    with pytest.raises(ReportError, match=r"^r\.json: added_later\.n\[1\] is -1180591620717411303424: past any"):
+        Report.from_json(data, "r.json")
+
+
+@pytest.mark.parametrize("key", sorted(entries._LINE))
+def test_every_key_of_a_ledger_line_of_the_wrong_type_is_refused_by_name(key):
+    kind = entries._LINE[key]
+    with pytest.raises(ReportError) as e:
+        Report.from_json(_with_line(**{key: WRONG[kind]}), "r.json")
+    assert str(e.value).startswith(f'r.json: {LINE}"{key}" is {WRONG[kind]!r}, not {kind}')
+
+
+def test_every_whole_number_of_a_ledger_line_has_its_range():
+    assert set(entries._LINE_NUMBERS) == {k for k, kind in entries._LINE.items() if kind == entries._INT}
