@@ -110,6 +110,15 @@ class Change:
         return None if self.old == 0 else 100.0 * (self.new - self.old) / abs(self.old)
 
 
+def change_order(change: Change) -> tuple[int, int, int, str]:
+    """How a comparison lists its changes: regressions, then improvements, then the changes no
+    tolerance judged; within each, figure by figure (peak, growth, residue), the largest change in
+    bytes first (either way), then by test id. Not by percentage: +282% of 23kB of host noise is
+    not listed above +41MB of peak."""
+    status = 0 if change.regressed else 1 if change.improved else 2
+    return (status, FIGURES.index(change.figure), -abs(change.new - change.old), change.nodeid)
+
+
 def compare_entry(nodeid: str, old: Entry, new: Entry, tolerances: tuple[Tolerance, ...]) -> list[Change]:
     """The figures of one test that differ between the baseline's entry and this run's (judged
     only where the baseline's entry is comparable: the test did not fail there)."""
@@ -248,7 +257,7 @@ def rekeyed(old_tests: dict[str, Entry], matches: dict[str, str]) -> dict[str, E
 class Comparison:
     """A run against a baseline."""
 
-    changes: tuple[Change, ...]
+    changes: tuple[Change, ...]  # in change_order: regressions first
     new_tests: tuple[str, ...]  # measured now, not in the baseline
     missing: tuple[str, ...]  # in the baseline, not measured now
     foreign: str = ""  # why the baseline is not used to fail ("" where it is)
@@ -286,7 +295,7 @@ def compare(old: Report, new: Report, tolerances: tuple[Tolerance, ...] = ()) ->
     for nodeid in both:
         changes += compare_entry(nodeid, old_tests[nodeid], new_tests[nodeid], tolerances)
     changes += compare_residues(old, new, tolerances)
-    changes.sort(key=lambda c: (not c.regressed, -abs(c.percent if c.percent is not None else float("inf")), c.nodeid))
+    changes.sort(key=change_order)
     return Comparison(
         tuple(changes),
         tuple(sorted(set(new_tests) - set(old_tests))),
