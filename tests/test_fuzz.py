@@ -3,6 +3,7 @@ plugin's own one-line error, never another exception. Bounded: a few hundred exa
 deadline (a loaded CI runner), a fixed derandomized seed so a run is the same run."""
 
 import json
+import re
 
 import pytest
 
@@ -17,7 +18,10 @@ from pytest_tpumem.errors import ReportError  # noqa: E402
 from pytest_tpumem.glue import markers, options  # noqa: E402
 from pytest_tpumem.telling import report as reports  # noqa: E402
 from pytest_tpumem.telling.comparison import comparison_lines, report_lines  # noqa: E402
+from pytest_tpumem.telling.html import page  # noqa: E402
 from pytest_tpumem.units import MAX_SIZE, SizeError, format_size, parse_size  # noqa: E402
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # what drives a terminal, or cannot be printed
 
 BOUNDED = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
@@ -124,6 +128,27 @@ def _valid_report():
         "host_peak": 3 * 10**8,
         "checks": [{"check": "budget", "verdict": "ok"}],
     }
+    leak = {
+        "check": "leak",
+        "verdict": "leak",
+        "threshold": 10**7,
+        "series": {"cpu:0 live arrays": {"device": "cpu:0", "values": [0, 2 * 10**7, 4 * 10**7], "leaks": True}},
+    }
+    line = {
+        "index": 1,
+        "outcome": "passed",
+        "residue": 2 * 10**7,
+        "left": 2 * 10**7,
+        "compiled": 1,
+        "devices": {"cpu:0": 3 * 10**7},
+        "change": {"cpu:0": 2 * 10**7},
+        "stand_in": True,
+        "executables": 4,
+        "made": [{"site": "t.py:3 in test_a", "bytes": 2 * 10**7, "arrays": 1, "shape": "f32[5000000]"}],
+        "held": [{"by": "global HOLD of t", "path": "[0]", "bytes": 2 * 10**7}],
+        "traceback": 0,
+        "collected": 0,
+    }
     context = {
         "started": "2026-11-25T00:00:00+00:00",
         "finished": None,
@@ -148,7 +173,12 @@ def _valid_report():
         "schema": "pytest-tpumem-report",
         "version": 2,
         "context": context,
-        "tests": {"t.py::a": entry, "t.py::b": dict(entry, verdict="leak", growth=-5)},
+        "tests": {"t.py::a": entry, "t.py::b": dict(entry, verdict="leak", growth=-5, checks=[leak])},
+        "ledger": {
+            "threshold": 10**7,
+            "tests": {"t.py::a": line},
+            "crashed": [{"worker": "gw0", "test": "t.py::c", "said": ["tpumem: gw0's flight recorder ..."]}],
+        },
     }
 
 
@@ -168,6 +198,10 @@ PLACES = st.sampled_from(
     + [("context", k) for k in entries._CONTEXT]
     + [("tests", "t.py::a", k) for k in entries._ENTRY]
     + [("tests", "t.py::a", "peaks", "cpu:0"), ("tests", "t.py::a", "checks", 0), ("context", "git", "dirty")]
+    + [("ledger",), ("ledger", "threshold"), ("ledger", "crashed", 0)]
+    + [("ledger", "tests", "t.py::a", k) for k in entries._LINE]
+    + [("ledger", "tests", "t.py::a", "devices", "cpu:0"), ("ledger", "tests", "t.py::a", "made", 0, "bytes")]
+    + [("tests", "t.py::b", "checks", 0, "series", "cpu:0 live arrays", "values", 1)]
 )
 
 
@@ -175,7 +209,8 @@ PLACES = st.sampled_from(
 @given(PLACES, JSON)
 def test_a_report_is_read_whole_or_refused_in_one_line(place, value):
     """One value of a valid report replaced by any JSON: the reader refuses it with one line, or
-    every reader of the project (show, compare both ways, merge with another process) takes it."""
+    every reader of the project (show, compare both ways, merge with another process, the page)
+    takes it, and what they print holds no character that drives a terminal."""
     report = _valid_report()
     node = report
     for key in place[:-1]:
@@ -192,12 +227,30 @@ def test_a_report_is_read_whole_or_refused_in_one_line(place, value):
     other_data = _valid_report()
     other_data["context"].update(process_index=1, process_count=2, pid=2)
     other = Report.from_json(other_data, "o.json")
-    report_lines(report)
+    printed = report_lines(report)
     for old, new in ((report, other), (other, report)):
-        comparison_lines(compare(old, new, parse_tolerances(["peak:10%", "growth:1MB"])), "base.json")
+        printed += comparison_lines(compare(old, new, parse_tolerances(["peak:10%", "growth:1MB"])), "base.json")
+    page(report).encode()
     try:
         merged = reports.merge_reports([("r.json", report), ("o.json", other)])
     except reports.ReportError as e:
         assert "\n" not in str(e)
     else:
-        report_lines(merged)
+        printed += report_lines(merged)
+    assert not [line for line in printed if CONTROL.search(line)]
+
+
+@BOUNDED
+@given(st.text(max_size=30), st.text(max_size=12), st.text(max_size=12))
+def test_whatever_a_report_s_ids_and_context_hold_its_text_drives_no_terminal(nodeid, hostname, commit):
+    """Ids and context of any text (surrogates too: a file name that is not UTF-8) are printed by
+    show and compare with no control character, and the page of them is written."""
+    data = _valid_report()
+    data["tests"][nodeid + "\udcff"] = data["tests"].pop("t.py::a")
+    data["context"].update(hostname=hostname, git={"commit": commit, "dirty": True}, device_kind=hostname)
+    report = Report.from_json(json.loads(json.dumps(data)), "r.json")
+    other = Report.from_json(_valid_report(), "o.json")
+    printed = report_lines(report) + comparison_lines(compare(report, other), "b\x1b.json")
+    printed += comparison_lines(compare(other, report), "base.json")
+    assert not [line for line in printed if CONTROL.search(line)]
+    page(report, compare(other, report), "base.json").encode()

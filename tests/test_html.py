@@ -391,3 +391,19 @@ def test_in_chromium_the_planted_leak_shows_its_timeline(run, browser, tmp_path)
     browser.screenshot(str(tmp_path / "page.png"))
     assert (tmp_path / "page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert browser.errors == []
+
+
+def test_the_session_picture_is_well_formed_xml_with_a_control_character_in_a_test_s_name(pytester):
+    """round2/svg_control_char: a test file named with U+0001 put the raw character in the
+    picture's <title>, and a browser showed "Invalid character" instead of the picture. The clean
+    twin: a file named in unicode keeps its name."""
+    holds = "import jax.numpy as jnp\nHOLD = []\ndef test_x():\n    HOLD.append(jnp.ones((3_000_000,)))\n"
+    pytester.path.joinpath("test_\x01ctl.py").write_text(holds)
+    pytester.path.joinpath("test_ünï.py").write_text(holds.replace("HOLD = []", "HOLD = [1]"))
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-json=r.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    import xml.dom.minidom
+
+    document = xml.dom.minidom.parse(str(pytester.path / "r.ledger.svg"))  # as a browser opens the file
+    hovers = sorted(t.firstChild.data for t in document.getElementsByTagName("title"))
+    assert hovers == ["test_\\x01ctl.py::test_x: left 12.0MB", "test_ünï.py::test_x: left 12.0MB"]

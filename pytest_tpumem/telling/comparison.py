@@ -1,6 +1,8 @@
 """The text of a report and of a run against a baseline, for people: a report's context and tests
 (``python -m pytest_tpumem show``) and a Comparison's table of changes with the tests new and
-missing (``compare``, and the terminal summary under --tpumem-compare). Pure: data in, lines out."""
+missing (``compare``, and the terminal summary under --tpumem-compare). Pure: data in, lines out.
+A report may come from anyone (a CI artifact of a pull request): every line is escaped
+(words.escaped), so what its ids and context hold is shown and cannot drive the terminal."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_size
-from .words import plural, table
+from .words import escaped, plural, table
 
 if TYPE_CHECKING:
     from ..decisions.compare import Change, Comparison
@@ -43,7 +45,7 @@ def change_line(change: Change, baseline: str = "the baseline") -> str:
         line += f", beyond {change.regressed_beyond}"
     elif change.improved:
         line += f", better by more than {change.improved_beyond}"
-    return line
+    return escaped(line)
 
 
 def _status(change: Change, foreign: bool) -> str:
@@ -94,21 +96,26 @@ def matching_lines(comparison: Comparison, baseline_name: str) -> list[str]:
     if comparison.compared_nothing:
         n_old, n_new = len(comparison.missing), len(comparison.new_tests)
         verdict = "the gate fails" if comparison.failed else "nothing was judged"
-        return [
+        line = (
             f"ERROR: no test compared with {baseline_name}: it has {plural(n_old, 'test')}, this run "
             f"{n_new}, and none is the same test ({_roots(comparison)}); {verdict}. Take the baseline from "
             f"this suite (--tpumem-save), or run pytest from where it was taken (first ids: "
             f"{comparison.missing[0]} there, {comparison.new_tests[0]} here)"
-        ]
+        )
+        return [escaped(line)]
     if comparison.renamed:
         return [
-            f"{plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: {_roots(comparison)}"
+            escaped(
+                f"{plural(comparison.renamed, 'test')} matched with {baseline_name} under another id: "
+                f"{_roots(comparison)}"
+            )
         ]
     return []
 
 
 def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None = None, floor: int = 0) -> list[str]:
-    """The changes against ``baseline_name`` (regressions first) as an aligned table, then the
+    """The changes against ``baseline_name`` (regressions, then improvements; figure by figure,
+    the largest in bytes first: decisions.compare.change_order) as an aligned table, then the
     tests new since it and missing from it, and a closing count. ``top`` caps each list; changes
     smaller than ``floor`` bytes that no tolerance judged are counted, not listed (the pytest
     summary passes 1MB: a suite's many changes of a few bytes would hide the ones that matter)."""
@@ -148,7 +155,7 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
             "a residue is read after its test's report (once pytest has dropped its fixtures): a residue that "
             "regressed fails the run, not the test"
         )
-    return lines
+    return [escaped(line) for line in lines]
 
 
 # --- one report ----------------------------------------------------------------------------------
@@ -180,7 +187,7 @@ def context_lines(context: dict[str, Any], processes: Sequence[dict[str, Any]] =
         where = f"process {context.get('process_index', '?')} of {context.get('process_count', '?')}"
         where += f" on {context['hostname']}" if context.get("hostname") else ""
     lines.append(f"{where}, started {context.get('started') or '?'}")
-    return lines
+    return [escaped(line) for line in lines]
 
 
 def report_lines(report: Report) -> list[str]:

@@ -21,7 +21,7 @@ from ..decisions.ledger import over
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
 from .comparison import change_line, context_lines, matching_lines
-from .words import STAND_IN_NOTE, plural
+from .words import STAND_IN_NOTE, escaped, plural
 
 if TYPE_CHECKING:
     from ..decisions.compare import Comparison
@@ -96,7 +96,10 @@ SCRIPT = """
 
 
 def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+    """Text for the page: escaped as markup, and its control characters and lone surrogates as
+    words.escaped writes them (a test file's name that is not UTF-8 would leave the page
+    unwritable; an ESC is shown, not dropped), its line breaks and tabs kept (a failure's text)."""
+    return escape(escaped(str(value), keep="\t\n\r"), quote=True)
 
 
 def _int(value: Any) -> int | None:

@@ -5,10 +5,11 @@ text, no plotting library."""
 
 from __future__ import annotations
 
-from html import escape  # quotes too: a name may stand in an attribute, and the page inlines these
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_size
+from .words import escaped
 
 if TYPE_CHECKING:
     from ..decisions.leak import LeakReport
@@ -17,6 +18,15 @@ WIDTH, HEIGHT = 760, 420  # the height grows with the legend (a host with many d
 LEFT, RIGHT, TOP, BOTTOM = 90, 250, 50, 60  # margins: the y labels left, the legend right
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 HOST_COLOR = "#7f7f7f"
+
+
+def _xml(text: str) -> str:
+    """Text for the SVG, which is also a file of its own: escaped as markup (quotes too: a name may
+    stand in an attribute, and the page inlines these), and its control characters as words.escaped
+    writes them, for XML 1.0 forbids most C0 characters even as references (a test file named
+    ``test_\\x01.py``); U+FFFE and U+FFFF, not XML characters either, as ``\\ufffe``, ``\\uffff``."""
+    text = escaped(text).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+    return escape(text, quote=True)
 
 
 def _nice_step(span: float) -> float:
@@ -34,14 +44,14 @@ def _legend(entries: list[tuple[str | None, str, bool]], right: float, top: floa
     ly = top
     for swatch, label, dashed in entries:
         if swatch is None:
-            out.append(f'<text x="{right + 46}" y="{ly - 4}" fill="#555" font-size="11">{escape(label)}</text>')
+            out.append(f'<text x="{right + 46}" y="{ly - 4}" fill="#555" font-size="11">{_xml(label)}</text>')
             ly += 10
             continue
         dash = ' stroke-dasharray="6,4"' if dashed else ""
         out.append(
             f'<line x1="{right + 15}" x2="{right + 40}" y1="{ly}" y2="{ly}" stroke="{swatch}" stroke-width="2"{dash}/>'
         )
-        out.append(f'<text x="{right + 46}" y="{ly + 4}">{escape(label)}</text>')
+        out.append(f'<text x="{right + 46}" y="{ly + 4}">{_xml(label)}</text>')
         ly += 20
     return out
 
@@ -70,14 +80,14 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         'font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
         f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
-        f"{n} runs; threshold {escape(format_size(report.threshold))}/run</text>",
+        f"{n} runs; threshold {_xml(format_size(report.threshold))}/run</text>",
     ]
     v: float = low
     while v <= high + step / 2:  # gridlines and y labels
         out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{escape(format_size(v))}</text>')
+        out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_xml(format_size(v))}</text>')
         v += step
     for k in range(n + 1):  # x ticks
         label = "baseline" if k == 0 else f"run {k}"
@@ -101,7 +111,7 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
         width = 3 if s in report.leaking_series else 2
         out.append(
-            f'<polyline class="series" data-name="{escape(s.name)}" points="{points}" fill="none" '
+            f'<polyline class="series" data-name="{_xml(s.name)}" points="{points}" fill="none" '
             f'stroke="{color}" stroke-width="{width}"{style}/>'
         )
         out += [
@@ -147,7 +157,7 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
         v: float = 0
         while v <= high + step / 2:
             out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
-            out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{escape(fmt(v))}</text>')
+            out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_xml(fmt(v))}</text>')
             v += step
         out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{top}" y2="{top + SESSION_PANEL}" stroke="#333"/>')
         out.append(
@@ -161,9 +171,9 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         'font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
-        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {escape(what)}</text>',
-        f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {escape(format_size(threshold))} or more of its '
+        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
+        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {_xml(what)}</text>',
+        f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {_xml(format_size(threshold))} or more of its '
         "arrays alive (hover for its name)</text>",
     ]
     high = max([1, *(n for r in read for n in r["devices"].values())])
@@ -174,7 +184,7 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
         color = COLORS[i % len(COLORS)]
         points = " ".join(f"{x(r['index']):.1f},{y(r['devices'].get(label, 0)):.1f}" for r in read)
         out.append(
-            f'<polyline class="device" data-name="{escape(label)}" points="{points}" fill="none" stroke="{color}" '
+            f'<polyline class="device" data-name="{_xml(label)}" points="{points}" fill="none" stroke="{color}" '
             'stroke-width="2"/>'
         )
         legend.append((color, label))
@@ -187,7 +197,7 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
             tip = f"{r['test']}: left {format_size(r['left'])}"
             out.append(
                 f'<circle class="named" cx="{x(r["index"]):.1f}" cy="{y(r["devices"][label]):.1f}" r="4" fill="#d62728">'
-                f"<title>{escape(tip)}</title></circle>"
+                f"<title>{_xml(tip)}</title></circle>"
             )
     held = [r for r in read if r.get("executables") is not None]
     y2, drawn = axis(max([1, *(r["executables"] for r in held)]), top2, lambda v: f"{v:g}")

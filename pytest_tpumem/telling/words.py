@@ -1,9 +1,11 @@
 """Words every check's text uses: plurals, aligned tables, how much a failure shows at -q, the
-files a failing check left, and the note that live arrays stand in for device memory."""
+files a failing check left, the note that live arrays stand in for device memory, and the escape
+that keeps what a report or a test id holds from driving the terminal."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,15 +15,41 @@ STAND_IN_NOTE = (
 )
 
 
+# C0 controls, DEL and C1 controls (Unicode's Cc: ESC, BEL, CR, CSI U+009B, ...) and lone surrogates
+# (Cs: a test file's name that is not UTF-8 reaches a test id as U+DC80-U+DCFF, which no UTF-8 output can hold).
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escaped(text: str, keep: str = "") -> str:
+    """``text`` with each control character (C0, DEL, C1) and lone surrogate written as pytest
+    writes one in a test id (``\\x1b``, ``\\n``, ``\\udcff``), but those in ``keep`` (a failure's
+    text keeps its newlines). What a report or a test id puts into terminal text then cannot clear
+    the screen, colour it, retitle the window or start a line of its own; anything else printable,
+    ``test_ünïcode[α-β]`` too, is left as it is. Escaping twice changes nothing more."""
+    if _UNPRINTABLE.search(text) is None:
+        return text
+    if not keep:
+        return _UNPRINTABLE.sub(_escape, text)
+    return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+
 def plural(n: int, word: str, words: str = "") -> str:
     """``1 test``, ``2 tests``; ``words`` where the plural is not ``word + "s"`` (processes)."""
     return f"{n} {word if n == 1 else words or word + 's'}"
 
 
 def table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as aligned columns; the last column (a test id, the longest) is not padded."""
+    """Rows as aligned columns, each cell escaped (a cell may be a test id); the last column (a
+    test id, the longest) is not padded."""
     if not rows:
         return []
+    rows = [[escaped(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
 
