@@ -150,6 +150,7 @@ class _Series:
     values: tuple[int, ...]
     every: bool
     growth: int
+    judged: bool = True  # its record's threshold is not null (host RSS beside the host's split, host=False)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ class _Timeline:
     iterations: int
     threshold: int
     leaking_series: tuple[_Series, ...] = field(default=())
+
+    def threshold_for(self, series: _Series) -> int | None:
+        return self.threshold if series.judged else None
 
 
 def leak_picture(check: dict[str, Any], title: str) -> str:
@@ -171,7 +175,12 @@ def leak_picture(check: dict[str, Any], title: str) -> str:
         if not values or not all(_int(v) is not None for v in values):
             continue
         one = _Series(
-            str(name), str(s.get("device", "")), tuple(values), bool(s.get("every")), _int(s.get("growth")) or 0
+            str(name),
+            str(s.get("device", "")),
+            tuple(values),
+            bool(s.get("every")),
+            _int(s.get("growth")) or 0,
+            not s.get("shown_only") and ("threshold" not in s or _int(s["threshold"]) is not None),
         )
         series.append(one)
         if s.get("leaks"):
@@ -227,9 +236,8 @@ def _comparison(comparison: Comparison, baseline: str) -> str:
             f'<p class="v-warn">{_e(baseline)} is not comparable: {_e(comparison.foreign)}; changes are shown, none fails</p>'
         )
     out += [f'<p class="v-bad">{_e(line)}</p>' for line in matching_lines(comparison, baseline)]
-    changes = sorted(comparison.changes, key=lambda c: (not c.regressed, not c.improved, -abs(c.new - c.old)))
     rows = []
-    for c in changes:
+    for c in comparison.changes:  # in decisions.compare.change_order: regressions first
         status = f"regressed beyond {c.regressed_beyond}" if c.regressed else "improved" if c.improved else "-"
         delta = c.new - c.old
         rows.append(

@@ -12,7 +12,7 @@ from ..units import format_size
 from .words import escaped
 
 if TYPE_CHECKING:
-    from ..decisions.leak import LeakReport
+    from ..decisions.leak import LeakReport, Series
 
 WIDTH, HEIGHT = 760, 420  # the height grows with the legend (a host with many devices)
 LEFT, RIGHT, TOP, BOTTOM = 90, 250, 50, 60  # margins: the y labels left, the legend right
@@ -54,6 +54,15 @@ def _legend(entries: list[tuple[str | None, str, bool]], right: float, top: floa
         out.append(f'<text x="{right + 46}" y="{ly + 4}">{_xml(label)}</text>')
         ly += 20
     return out
+
+
+def draw_order(series: Series, report: LeakReport) -> tuple[bool, bool, bool]:
+    """Where a leak check's series is drawn among the others, the later on top: those not judged
+    (host RSS beside the host's split, the host under host=False) first, then the judged, then
+    those that leak; among equals, the host's before the devices'. The line a leak verdict is about
+    is never hidden under one that moved with it (on CPU the host's memory grows with the arrays)."""
+    judged = report.threshold_for(series) is not None
+    return (series in report.leaking_series, judged, series.device != "host")
 
 
 def leak_timeline(report: LeakReport, title: str) -> str:
@@ -104,22 +113,29 @@ def leak_timeline(report: LeakReport, title: str) -> str:
         f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>'
     )
     legend: list[tuple[str | None, str, bool]] = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
+    drawn_series: list[tuple[tuple[bool, bool, bool], list[str]]] = []
     for i, s in enumerate(series):
         color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
         dotted = s.every if s.device == "host" else i >= len(COLORS)  # host RSS beside the host's split; past 8 devices
         style = ' stroke-dasharray="2,2"' if dotted else ""
         points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
         width = 3 if s in report.leaking_series else 2
-        out.append(
+        drawn = [
             f'<polyline class="series" data-name="{_xml(s.name)}" points="{points}" fill="none" '
-            f'stroke="{color}" stroke-width="{width}"{style}/>'
-        )
-        out += [
-            f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>' for k, val in enumerate(grown[s.name])
+            f'stroke="{color}" stroke-width="{width}"{style}/>',
+            *(
+                f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>'
+                for k, val in enumerate(grown[s.name])
+            ),
         ]
-        verdict = "leaks" if s in report.leaking_series else "ok"
+        drawn_series.append((draw_order(s, report), drawn))
+        verdict = (
+            "leaks" if s in report.leaking_series else "ok" if report.threshold_for(s) is not None else "not judged"
+        )
         legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
         legend.append((None, f"from {format_size(s.values[0])}", False))
+    for _, drawn in sorted(drawn_series, key=lambda d: d[0]):  # stable: the legend's order among equals
+        out += drawn
     out += _legend(legend, LEFT + plot_w, TOP + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"

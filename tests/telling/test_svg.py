@@ -1,10 +1,13 @@
-"""The pictures (telling.svg): well-formed XML files of their own whatever a test's name holds."""
+"""The pictures (telling.svg): well-formed XML files of their own whatever a test's name holds, and
+the leak timeline's series drawn so that the one a leak verdict is about is on top."""
 
+import re
 import xml.dom.minidom
 
 import pytest
 
 from pytest_tpumem.decisions.leak import LeakReport, Series
+from pytest_tpumem.telling.html import leak_picture
 from pytest_tpumem.telling.svg import leak_timeline, session_picture
 
 MB = 10**6
@@ -15,7 +18,53 @@ def _leak(*series, threshold=10 * MB, host=True):
 
 
 DEVICE = Series("cpu:0 live arrays", "cpu:0", (0, 16 * MB, 32 * MB, 48 * MB))  # leaks: 16MB a run
+MALLOC = Series("host malloc", "host", (300 * MB, 316 * MB, 332 * MB, 348 * MB))  # the same arrays, on the host
+OTHER = Series("host other", "host", (100 * MB,) * 4)
 RSS = Series("host RSS", "host", (400 * MB, 416 * MB, 432 * MB, 448 * MB), every=True, shown_only=True)
+QUIET = Series("cpu:1 live arrays", "cpu:1", (0, 0, 0, 0))
+
+
+def _drawn(svg):
+    """The series' names in the order they are drawn (the last on top)."""
+    return re.findall(r'<polyline class="series" data-name="([^"]*)"', svg)
+
+
+def _legend(svg):
+    return re.findall(r"<text [^>]*>([^<]*)/run, ([^<]*)</text>", svg)
+
+
+def test_the_leaking_series_is_drawn_last_on_top_of_the_host_line_that_moved_with_it():
+    report = _leak(DEVICE, QUIET, OTHER, RSS, host=False)  # the host not judged: only cpu:0 leaks
+    assert report.leaking_series == (DEVICE,)
+    svg = leak_timeline(report, "t.py::test_leak")
+    assert _drawn(svg) == ["host other", "host RSS", "cpu:1 live arrays", "cpu:0 live arrays"]
+    assert _legend(svg) == [  # the legend keeps its order: devices, then the host
+        ("cpu:0 live arrays: 16.0MB", "leaks"),
+        ("cpu:1 live arrays: 0B", "ok"),
+        ("host other: 0B", "not judged"),
+        ("host RSS: 16.0MB", "not judged"),
+    ]
+
+
+def test_not_judged_then_judged_then_leaking_and_the_host_under_a_device_among_equals():
+    report = _leak(QUIET, DEVICE, MALLOC, OTHER, RSS)  # host malloc leaks too, host RSS is only shown
+    assert report.leaking_series == (DEVICE, MALLOC)
+    assert _drawn(leak_timeline(report, "t")) == [
+        "host RSS",
+        "host other",
+        "cpu:1 live arrays",
+        "host malloc",
+        "cpu:0 live arrays",
+    ]
+
+
+def test_the_page_draws_a_report_s_record_in_the_same_order():
+    from pytest_tpumem.telling.leak import row
+
+    record = row(_leak(DEVICE, MALLOC, OTHER, RSS, host=False))
+    assert _drawn(leak_picture(record, "t")) == ["host malloc", "host other", "host RSS", "cpu:0 live arrays"]
+    del record["series"]["host other"]["threshold"]  # a record that does not say: judged
+    assert _drawn(leak_picture(record, "t"))[-2:] == ["host other", "cpu:0 live arrays"]
 
 
 @pytest.mark.parametrize(
