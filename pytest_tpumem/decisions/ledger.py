@@ -207,3 +207,71 @@ def patterns(
     return tuple(sorted(arrays, key=lambda p: (-p.nbytes, str(p.site)))) + tuple(
         sorted(programs, key=lambda p: (-p.programs, str(p.site)))
     )
+
+
+@dataclass(frozen=True)
+class Account:
+    """The ledger of a pytest-xdist run, told once by the controller (account()): each worker's
+    session (a crashed worker's rebuilt from its flight recorder), and one session of every
+    worker's lines (``merged``), whose named tests, peaks, patterns and fixtures are over all."""
+
+    workers: dict[str, Session]  # worker id -> its session
+    counts: dict[str, int]  # worker id -> tests it read (those read before any backend started included)
+    crashed: dict[str, str]  # worker id -> the test it died in
+    merged: Session
+    worker_of: dict[str, str]  # test id -> the worker that ran it
+
+    def fate(self, test: str) -> str | None:
+        """The crashed worker of ``test``, whose end was never read (None: its worker ended)."""
+        worker = self.worker_of.get(test, "")
+        return worker if worker in self.crashed else None
+
+
+def account(
+    workers: dict[str, Session],
+    counts: dict[str, int],
+    crashed: dict[str, str],
+    made_at_end: list[tuple[Any, str, int]],
+    programs_by_test: dict[Any, set[str]],
+    held_programs: dict[Any, int],
+    threshold: int,
+) -> Account:
+    """One account of the workers' sessions: their lines in one session, each worker's in the order
+    it ran them (workers by id); the patterns decided over the ingredients of every worker
+    (patterns(): a line of code two tests left arrays from counts whichever worker ran them); a
+    wider-scope fixture named with its worker (each worker sets up its own); what is alive at the
+    end, each test's own."""
+    lines: list[Line] = []
+    worker_of: dict[str, str] = {}
+    alive: dict[str, int] = {}
+    after_gc: dict[str, int] = {}
+    ended: list[tuple[str, int]] = []
+    holds: list[tuple[str, tuple[Holder, ...]]] = []
+    for worker in sorted(workers, key=worker_order):
+        session = workers[worker]
+        lines += session.lines
+        worker_of.update((line.test, worker) for line in session.lines)
+        if session.last is not None:
+            alive.update((test, n) for test, n in session.last.owned.items() if n)
+        after_gc.update(session.after_gc)
+        ended += [(f"{owner} on {worker}", n) for owner, n in session.fixtures_ended]
+        holds += [(f"{owner} on {worker}", h) for owner, h in session.fixture_holds]
+    from ..readings.between import Between
+
+    merged = Session(
+        first=None,
+        last=Between(True, owned=alive),
+        lines=tuple(lines),
+        threshold=threshold,
+        patterns=patterns(made_at_end, programs_by_test, held_programs, threshold),
+        fixtures_ended=tuple(ended),
+        fixture_holds=tuple(holds),
+        after_gc=after_gc,
+    )
+    return Account(dict(workers), dict(counts), dict(crashed), merged, worker_of)
+
+
+def worker_order(worker: str) -> tuple[int, str]:
+    """gw2 before gw10."""
+    digits = worker.lstrip("gw")
+    return (int(digits), worker) if digits.isdecimal() else (-1, worker)

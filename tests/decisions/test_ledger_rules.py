@@ -56,3 +56,54 @@ def test_a_patterns_arrays_reach_the_threshold_and_its_programs_a_quarter_of_wha
         Pattern("c.py:5", 2, programs=25),  # a quarter exactly
     )
     assert patterns([], compiled, {"c.py:5": 24, "d.py:1": 76}, 8 * MB) == (Pattern("d.py:1", 2, programs=76),)
+
+
+# --- pytest-xdist: one account over every worker's session (decisions.ledger.account) -------------
+
+from pytest_tpumem.decisions.ledger import Session, account  # noqa: E402
+from pytest_tpumem.measuring.ledger import Holder  # noqa: E402
+from pytest_tpumem.readings.between import Between  # noqa: E402
+
+
+def _session(lines, alive=None, **kw):
+    return Session(None, Between(True, {"cpu:0": 0}, owned=alive or {}), tuple(lines), 10 * MB, **kw)
+
+
+def test_the_account_names_the_worst_tests_over_every_worker_each_with_its_worker():
+    gw0 = _session([Line("t.py::a", 1, "passed", True, residue=12 * MB), Line("t.py::b", 2, "passed", True)])
+    gw1 = _session([Line("t.py::c", 1, "passed", True, residue=30 * MB)], alive={"t.py::c": 30 * MB})
+    gw10 = _session([Line("t.py::d", 1, "passed", True, residue=10 * MB)])
+    found = account({"gw10": gw10, "gw1": gw1, "gw0": gw0}, {"gw0": 2, "gw1": 1, "gw10": 1}, {}, [], {}, {}, 10 * MB)
+    assert [line.test for line in found.merged.worst(5)] == ["t.py::c", "t.py::a", "t.py::d"]
+    assert found.merged.named_count() == 3 and found.merged.worst(1)[0].test == "t.py::c"
+    assert found.worker_of == {"t.py::a": "gw0", "t.py::b": "gw0", "t.py::c": "gw1", "t.py::d": "gw10"}
+    assert [line.test for line in found.merged.lines] == ["t.py::a", "t.py::b", "t.py::c", "t.py::d"]  # gw1 before gw10
+    assert found.merged.alive_at_end("t.py::c") == 30 * MB and found.merged.alive_at_end("t.py::a") == 0
+
+
+def test_a_crashed_workers_tests_have_no_end_and_the_others_do():
+    gw0 = _session([Line("t.py::a", 1, "passed", True, residue=12 * MB)])
+    gw1 = _session([Line("t.py::b", 1, "passed", True, residue=12 * MB)])
+    found = account({"gw0": gw0, "gw1": gw1}, {"gw0": 1, "gw1": 1}, {"gw0": "t.py::x"}, [], {}, {}, 10 * MB)
+    assert found.fate("t.py::a") == "gw0" and found.fate("t.py::b") is None and found.fate("t.py::z") is None
+
+
+def test_a_pattern_counts_the_tests_of_every_worker():
+    """One test on each worker left 6 MB from one line: no worker alone has a pattern, the run has."""
+    made = [("a.py:3", "t.py::a", 6 * MB), ("a.py:3", "t.py::b", 6 * MB)]
+    found = account({"gw0": _session([]), "gw1": _session([])}, {}, {}, made, {}, {}, 10 * MB)
+    assert found.merged.patterns == (Pattern("a.py:3", 2, nbytes=12 * MB),)
+    alone = account({"gw0": _session([])}, {}, {}, made[:1], {}, {}, 10 * MB)
+    assert alone.merged.patterns == ()
+
+
+def test_a_fixture_is_named_with_its_worker():
+    holds = (("module fixture big (t.py)", (Holder("module fixture big (t.py)", "['w']", 100 * MB),)),)
+    gw0 = _session([], fixtures_ended=(("module fixture big (t.py)", 0),), fixture_holds=holds)
+    gw1 = _session([], fixtures_ended=(("module fixture big (t.py)", 5 * MB),))
+    found = account({"gw0": gw0, "gw1": gw1}, {}, {}, [], {}, {}, 10 * MB)
+    assert found.merged.fixtures_ended == (
+        ("module fixture big (t.py) on gw0", 0),
+        ("module fixture big (t.py) on gw1", 5 * MB),
+    )
+    assert [owner for owner, _ in found.merged.fixture_holds] == ["module fixture big (t.py) on gw0"]

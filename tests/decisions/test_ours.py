@@ -1,0 +1,96 @@
+"""Which file at an output's path the plugin may replace (decisions.ours): an empty one, or one of
+its own, told by the first bytes; everything else is refused and said for what it seems to be."""
+
+import gzip
+import json
+
+import pytest
+
+from pytest_tpumem.decisions.ours import HEAD_BYTES, may_replace, ours, seems
+
+REPORT = b'{\n "schema": "pytest-tpumem-report",\n "version": 2,\n "context": {}\n}\n'
+RECORDER = b'{"schema":"pytest-tpumem-ledger","version":1,"pid":7,"worker":null}\n{"start":"t.py::a"}\n'
+PAGE = b'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n<title>pytest-tpumem: 3 measured</title>'
+PICTURE = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="900" height="400" viewBox="0 0 900 400" font-family="sans-serif" '
+    b'font-size="12">\n<rect width="900" height="400" fill="white"/>\n<text x="70" y="22">pytest-tpumem ledger: 3 tests</text>'
+)
+TIMELINE = (
+    PICTURE.replace(b">pytest-tpumem ledger: 3 tests<", b">t.py::a<") + b"<text>leak_check: growth since the baseline"
+)
+PROFILE = gzip.compress(b"\x0a\x04\x08\x01\x10\x02" + bytes(100))
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (REPORT, "report"),
+        (RECORDER, "recorder"),
+        (PAGE, "page"),
+        (PICTURE, "picture"),
+        (TIMELINE, "picture"),
+        (PROFILE, "profile"),
+    ],
+)
+def test_each_file_the_plugin_writes_is_told_as_its_own(head, kind):
+    assert ours(head) == kind and may_replace(head)
+
+
+def test_what_the_writers_write_today_is_told_as_their_own(wire):
+    """The heads above are the writers' as they are: a writer that changes its first bytes is caught here."""
+    from pytest_tpumem.decisions.ledger import Line
+    from pytest_tpumem.telling.html import page
+    from pytest_tpumem.telling.ledger import report_record
+    from pytest_tpumem.telling.report import dumps
+    from pytest_tpumem.telling.svg import session_picture
+
+    report = wire.report({"t.py::a": [wire.peak(10**6)]})
+    assert ours(dumps(report)) == "report"
+    assert ours(page(report).encode()[:HEAD_BYTES]) == "page"
+    line = Line("t.py::a", 1, "passed", True, devices={"cpu:0": 5}, residue=5)
+    record = {"test": "t.py::a", **report_record(line)}
+    assert ours(session_picture([record], 1, 10**7, "pytest-tpumem ledger: 1 test", True).encode()) == "picture"
+
+
+def test_a_report_is_told_whatever_its_layout():
+    assert ours(REPORT.replace(b"\n", b"\r\n")) == "report"  # written on another system
+    assert ours(json.dumps({"schema": "pytest-tpumem-report"}, indent=4).encode()) == "report"
+    assert ours(b'{"schema": "pytest-tpumem-reports"}') is None  # a name that only begins as the plugin's
+
+
+@pytest.mark.parametrize(
+    ("head", "seen"),
+    [
+        (b"def test_a():\n    assert 1 + 1 == 2\n", "Python source"),
+        (b'"""Docs."""\nimport pytest\n', "Python source"),
+        (b"#!/usr/bin/env python3\nprint(1)\n", "Python source"),
+        (b"@pytest.fixture\ndef f(): pass\n", "Python source"),
+        (b'{"schema": "someone-elses-report"}', "JSON that pytest-tpumem did not write"),
+        (b'{"tests": {}, "schema": "pytest-tpumem-report"}', "JSON that pytest-tpumem did not write"),  # not first
+        (b"<!DOCTYPE html>\n<title>my page</title>", "XML or HTML that pytest-tpumem did not write"),
+        (
+            b'<svg xmlns="http://www.w3.org/2000/svg"><text>a chart</text></svg>',
+            "XML or HTML that pytest-tpumem did not write",
+        ),
+        (gzip.compress(b"not a profile"), "a gzip file"),
+        (b"PK\x03\x04rest", "a zip archive"),
+        (b"\x7fELF\x02\x01", "a program"),
+        (b"\x00\x01\x02", "a binary file"),
+        (b"\xff\xfe\xfd\xfc garbage", "a binary file"),
+        (b"notes for later\n", "a text file"),
+        (b"\n", "a text file"),  # not empty: only an empty file may be replaced
+    ],
+)
+def test_anything_else_is_refused_and_said_for_what_it_seems(head, seen):
+    assert ours(head) is None and not may_replace(head)
+    assert seems(head) == seen
+
+
+def test_an_empty_file_may_be_replaced_and_a_report_key_deep_in_the_head_is_not_enough():
+    assert may_replace(b"") and ours(b"") is None
+    assert not may_replace(b" " * HEAD_BYTES)
+
+
+def test_a_character_cut_at_the_end_of_the_head_is_text_not_binary():
+    head = ("x = 'é'\n" * 10).encode()[:-1]  # "é" cut in two at the end
+    assert seems(head + "é".encode()[:1]) == "a text file"
