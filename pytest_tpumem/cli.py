@@ -51,11 +51,17 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _not_an_input(output: str, inputs: Sequence[str], what: str) -> None:
-    """ReportError where ``output`` is one of the reports read: an input is never overwritten."""
+    """ReportError where ``output`` is one of the reports read (an input is never overwritten), or
+    holds a file this plugin did not write (telling.files.refusal), before anything is read."""
     if any(_same_file(path, output) for path in inputs):
         raise reports.ReportError(
             f"{output}: is also one of the reports {what}; give -o another path (an input is never overwritten)"
         )
+    from .telling.files import refusal
+
+    why = refusal(output)
+    if why is not None:
+        raise reports.ReportError(f"{output}: {why}")
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -93,6 +99,9 @@ def html(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.output}: {report.measured} measured tests from {len(read)} report{'s' if len(read) > 1 else ''}"
     )
+    if comparison is not None and tolerances:  # judged: the exit status is said, as compare says it
+        print(f"against the baseline {args.baseline}")
+        print("\n".join(comparison_lines(comparison, args.baseline)))
     return 1 if comparison is not None and comparison.failed else 0
 
 

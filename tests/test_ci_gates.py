@@ -435,3 +435,102 @@ def test_a_first_run_without_a_baseline_can_warn_and_save_one(pytester):
     )
     second = _run(pytester, 10_000_000, *gate, "--tpumem-compare-missing", "warn")
     second.assert_outcomes(passed=1, failed=1)
+
+
+# --- a run narrowed to part of the suite does not replace the baseline (issue 27) -------------------
+
+PARTS = """
+import os, jax.numpy as jnp, pytest
+
+@pytest.mark.max_hbm("5MB")
+def test_a():
+    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+
+@pytest.mark.slow
+@pytest.mark.max_hbm("5MB")
+def test_b():
+    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+    assert not os.environ.get("FAIL_B")
+
+@pytest.mark.max_hbm("5MB")
+def test_c():
+    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+"""
+OTHER = """
+import jax.numpy as jnp, pytest
+
+@pytest.mark.max_hbm("5MB")
+def test_d():
+    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+"""
+WHOLE = ["test_other.py::test_d", "test_parts.py::test_a", "test_parts.py::test_b", "test_parts.py::test_c"]
+
+
+def _baseline_tests(pytester):
+    return sorted(json.loads((pytester.path / "baseline.json").read_text())["tests"])
+
+
+@pytest.fixture
+def parts(pytester):
+    """A suite of two files whose ini saves every run's baseline (as a project's `tpumem_save` does)."""
+    pytester.makepyfile(test_parts=PARTS, test_other=OTHER)
+    pytester.makeini("[pytest]\ntpumem = true\ntpumem_save = baseline.json\nmarkers = slow\n")
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=4)
+    assert _baseline_tests(pytester) == WHOLE
+    return pytester
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-k", "test_b"], "-k 'test_b' deselected 3 of the 4 tests collected"),
+        (["-m", "slow"], "-m 'slow' deselected 3 of the 4 tests collected"),
+        (["-m", "slow", "-k", "b"], "-k 'b' and -m 'slow' deselected 3 of the 4 tests collected"),
+        (["--deselect", "test_parts.py::test_a"], "--deselect deselected 1 of the 4 tests collected"),
+        (["test_parts.py::test_b"], "the run was given test ids (test_parts.py::test_b), not the whole suite"),
+        (["test_parts.py"], "the paths the run was given leave out 1 test of the baseline (test_other.py::test_d)"),
+        (["-n", "2", "-k", "test_b"], "-k 'test_b' deselected 3 of the 4 tests collected"),
+    ],
+)
+def test_a_narrowed_run_keeps_the_baseline_and_says_what_narrowed_it(parts, args, said):
+    if "-n" in args:
+        pytest.importorskip("xdist")
+    saved = (parts.path / "baseline.json").read_bytes()
+    result = parts.runpytest_subprocess("-p", "no:randomly", *args)
+    assert result.ret == 0  # the run itself is fine: only the baseline is kept
+    result.stdout.fnmatch_lines(
+        [
+            f"tpumem: the baseline {parts.path / 'baseline.json'} was not saved, the last one is kept: {said}; a "
+            "baseline is saved from a run of the whole suite"
+        ]
+    )
+    assert (parts.path / "baseline.json").read_bytes() == saved
+
+
+def test_lf_keeps_the_baseline_and_a_whole_run_after_it_replaces_it(parts, monkeypatch):
+    monkeypatch.setenv("FAIL_B", "1")
+    parts.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=3, failed=1)
+    saved = (parts.path / "baseline.json").read_bytes()  # a whole run, test_b failed: saved
+    result = parts.runpytest_subprocess("-p", "no:randomly", "--lf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "tpumem: the baseline * was not saved, the last one is kept: --lf ran only the 1 test that failed last time; *"
+        ]
+    )
+    assert (parts.path / "baseline.json").read_bytes() == saved
+    monkeypatch.delenv("FAIL_B")
+    parts.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=4)
+    assert (parts.path / "baseline.json").read_bytes() != saved and _baseline_tests(parts) == WHOLE
+
+
+def test_paths_that_cover_the_suite_save_it_and_a_removed_files_tests_leave_the_baseline(parts):
+    result = parts.runpytest_subprocess("-p", "no:randomly", ".")  # a path, but the whole suite
+    result.stdout.fnmatch_lines([f"tpumem: report written to {parts.path / 'baseline.json'}"])
+    (parts.path / "test_other.py").unlink()  # removed from the suite: its test is not "left out"
+    result = parts.runpytest_subprocess("-p", "no:randomly", "test_parts.py")
+    result.assert_outcomes(passed=3)
+    assert _baseline_tests(parts) == WHOLE[1:]
+    parts.makepyfile(test_parts=PARTS.replace("def test_c", "def test_renamed"))  # a test renamed in a file it ran
+    parts.runpytest_subprocess("-p", "no:randomly", "test_parts.py").assert_outcomes(passed=3)
+    assert _baseline_tests(parts) == ["test_parts.py::test_a", "test_parts.py::test_b", "test_parts.py::test_renamed"]

@@ -393,3 +393,34 @@ def test_merge_refuses_two_runs_of_one_process_and_writes_what_show_reads(tmp_pa
     assert cli("merge", p0, p1, "-o", tmp_path / "m.json").returncode == 0
     shown = cli("show", tmp_path / "m.json")
     assert shown.returncode == 0 and "merged from 2 processes on h" in shown.stdout
+
+
+def test_html_with_fail_says_what_regressed_as_compare_does(tmp_path, base, wire):
+    new = run_with(wire, tmp_path, 130 * MB)
+    page = tmp_path / "page.html"
+    done = cli("html", new, "-o", page, "--baseline", base, "--fail", "peak:10%")
+    assert done.returncode == 1, done.stderr
+    compared = cli("compare", base, new, "--fail", "peak:10%")
+    row = next(line for line in done.stdout.splitlines() if line.endswith("t.py::a"))
+    assert row in compared.stdout.splitlines() and "REGRESSED beyond peak:10%" in row
+    assert done.stdout.splitlines()[0].startswith(f"wrote {page}: 2 measured tests from 1 report")
+    within = cli("html", run_with(wire, tmp_path, 102 * MB), "-o", page, "--baseline", base, "--fail", "peak:10%")
+    assert within.returncode == 0 and "REGRESSED" not in within.stdout  # its twin: within the tolerance
+
+
+@pytest.mark.parametrize("command", ["merge", "html"])
+def test_an_output_that_is_not_the_plugins_is_never_overwritten(tmp_path, base, command):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    done = cli(command, base, "-o", notes)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"python -m pytest_tpumem {command}: error: {notes}: a file pytest-tpumem did not write is there (it seems to "
+        "be a text file), and is left as it is: give another path, or move that file away\n"
+    )
+    assert notes.read_text() == "# my notes\n"
+    out = tmp_path / "out"
+    assert cli(command, base, "-o", out).returncode == 0
+    assert cli(command, base, "-o", out).returncode == 0  # its own last output is replaced
+    out.write_bytes(b"")
+    assert cli(command, base, "-o", out).returncode == 0 and out.stat().st_size > 0  # and an empty file

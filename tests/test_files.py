@@ -119,7 +119,7 @@ def test_the_timeline_has_a_line_per_device_and_the_host_and_the_threshold(pytes
     svg = ET.parse(pytester.path / "out" / f"{LEAKS}.leak.svg").getroot()
     ns = "{http://www.w3.org/2000/svg}"
     names = [p.get("data-name") for p in svg.iter(f"{ns}polyline") if p.get("class") == "series"]
-    assert names == ["cpu:0 live arrays", "cpu:1 live arrays", "host malloc", "host other", "host RSS"]
+    assert sorted(names) == ["cpu:0 live arrays", "cpu:1 live arrays", "host RSS", "host malloc", "host other"]
     assert [p for p in svg.iter(f"{ns}polyline") if p.get("class") == "threshold"]
     texts = [t.text for t in svg.iter(f"{ns}text")]
     assert "growth since the baseline (decimal units)" in texts and "run of the checked code" in texts
@@ -181,7 +181,7 @@ def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path, mask, mode):
 
 
 def test_a_replaced_file_keeps_its_mode_and_a_symlink_stays_a_link(tmp_path):
-    (tmp_path / "target.json").write_text("ORIGINAL")
+    (tmp_path / "target.json").write_text('{"schema": "pytest-tpumem-report", "version": 2}')  # the last report
     os.chmod(tmp_path / "target.json", 0o640)
     os.symlink("target.json", tmp_path / "link.json")
     write_atomic(str(tmp_path / "link.json"), b"NEW")
@@ -256,3 +256,114 @@ def test_a_git_tree_with_a_file_name_that_is_not_utf8_keeps_the_report(pytester)
     result.assert_outcomes(passed=1)
     context = json.loads((pytester.path / "r.json").read_text())["context"]
     assert context["git"]["dirty"] is True and len(context["git"]["commit"]) == 40
+
+
+# --- no output replaces a file the plugin did not write (issue 27) ---------------------------------
+
+SOURCE = "def test_a():\n    assert 1 + 1 == 2\n"
+OUTPUTS = ["--tpumem-json", "--tpumem-html", "--tpumem-save", "--tpumem-ledger"]
+
+
+@pytest.mark.parametrize("option", OUTPUTS)
+def test_a_test_source_taken_as_an_outputs_value_is_refused_before_any_test_runs(pytester, option):
+    """`pytest --tpumem --tpumem-json test_src.py`: the test file meant as pytest's argument."""
+    source = pytester.makepyfile(test_src=SOURCE).read_bytes()
+    result = pytester.runpytest_subprocess("--tpumem", option, "test_src.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest-tpumem: {option} {pytester.path / 'test_src.py'}: a file pytest-tpumem did not write is "
+            "there (it seems to be Python source), and is left as it is: give another path, or move that file away"
+        ]
+    )
+    assert (pytester.path / "test_src.py").read_bytes() == source and "passed" not in result.stdout.str()
+    assert not [p.name for p in pytester.path.iterdir() if p.name.startswith(".tpumem-")]  # no temporary file left
+
+
+@pytest.mark.parametrize("option", OUTPUTS)
+def test_the_plugins_own_last_output_and_an_empty_file_are_replaced(pytester, option):
+    pytester.makepyfile(test_src="import jax.numpy as jnp\n\ndef test_a():\n    assert jnp.ones(2).sum() == 2\n")
+    pytester.runpytest_subprocess("--tpumem", option, "out.x").assert_outcomes(passed=1)
+    last = (pytester.path / "out.x").read_bytes()
+    (pytester.path / "empty.x").write_bytes(b"")
+    for path in ("out.x", "empty.x"):
+        result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", option, path)
+        result.assert_outcomes(passed=1)
+        assert result.ret == 0 and (pytester.path / path).read_bytes()[:15] == last[:15]
+    assert (pytester.path / "out.x").read_bytes() != last  # written anew: its pid and times are this run's
+
+
+def test_the_ini_twin_is_named_and_the_pictures_path_is_checked_too(pytester):
+    pytester.makepyfile(test_src=SOURCE)
+    pytester.makeini("[pytest]\ntpumem_html = test_src.py\n")
+    result = pytester.runpytest_subprocess("--tpumem")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-tpumem: ini tpumem_html */test_src.py: a file pytest-tpumem did not *"])
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "r.ledger.svg").write_text("my notes\n")  # where --tpumem-json r.json puts the session's picture
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-json", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: pytest-tpumem: the session's picture (beside --tpumem-json) */r.ledger.svg: a file * (it seems to be a text file)*"
+        ]
+    )
+    assert (pytester.path / "r.ledger.svg").read_text() == "my notes\n" and not (pytester.path / "r.json").exists()
+
+
+def test_write_atomic_refuses_what_is_not_the_plugins_and_replaces_what_is(tmp_path):
+    from pytest_tpumem.telling.files import NotOurs
+
+    (tmp_path / "notes.txt").write_text("keep me")
+    with pytest.raises(NotOurs) as raised:
+        write_atomic(str(tmp_path / "notes.txt"), b"{}")
+    assert raised.value.filename == str(tmp_path / "notes.txt") and "(it seems to be a text file)" in str(raised.value)
+    assert (tmp_path / "notes.txt").read_text() == "keep me" and os.listdir(tmp_path) == ["notes.txt"]
+    (tmp_path / "r.json").write_bytes(b'{\n "schema": "pytest-tpumem-report"\n}\n')
+    write_atomic(str(tmp_path / "r.json"), b"NEW")
+    assert (tmp_path / "r.json").read_bytes() == b"NEW"
+    os.symlink("notes.txt", tmp_path / "link.json")  # a link to a file not the plugin's is refused as the file is
+    with pytest.raises(NotOurs):
+        write_atomic(str(tmp_path / "link.json"), b"{}")
+
+
+def test_a_failing_checks_profile_is_not_written_over_a_file_the_plugin_did_not_write(pytester):
+    pytester.makepyfile(test_files=LEAKY)
+    (pytester.path / "out").mkdir()
+    (pytester.path / "out" / f"{OVER}.budget.pb.gz").write_text("not a profile")
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-profile-dir=out", "-k", "test_over")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*(no files: writing to */out failed: *a file pytest-tpumem did not write is there*)"])
+    assert (pytester.path / "out" / f"{OVER}.budget.pb.gz").read_text() == "not a profile"
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+# --- the flight recorder: a file of its own, put in place at its first line -------------------------
+
+from pytest_tpumem.telling.files import Appended  # noqa: E402
+
+
+def test_two_recorders_at_one_path_never_share_a_file_and_the_first_knows_it_was_replaced(tmp_path):
+    path = str(tmp_path / "ledger.jsonl")
+    first = Appended(path, b'{"schema":"pytest-tpumem-ledger","pid":1}\n')
+    first.write(b'{"start":"a"}\n')
+    assert not first.replaced()
+    second = Appended(path, b'{"schema":"pytest-tpumem-ledger","pid":2}\n')
+    first.write(b'{"start":"late"}\n')  # into its own file, which the path no longer names
+    second.write(b'{"start":"b"}\n')
+    assert first.replaced() and not second.replaced()
+    first.close()
+    second.close()
+    assert (tmp_path / "ledger.jsonl").read_bytes() == b'{"schema":"pytest-tpumem-ledger","pid":2}\n{"start":"b"}\n'
+    assert os.listdir(tmp_path) == ["ledger.jsonl"]
+
+
+def test_a_recorder_refuses_a_fifo_a_device_node_a_directory_and_a_file_not_the_plugins_at_once(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "notes").write_text("keep me")
+    for name, said in (("fifo", "is a FIFO, not a file"), (".", "is a directory"), ("notes", "did not write")):
+        with pytest.raises(OSError, match=said):
+            Appended(str(tmp_path / name), b"{}\n")
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) and (tmp_path / "notes").read_text() == "keep me"
+    with pytest.raises(OSError, match="is a device node, not a file"):
+        Appended(_node(tmp_path / "null", 3), b"{}\n")

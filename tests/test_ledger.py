@@ -110,14 +110,28 @@ def test_the_planted_leak_is_named_with_its_line_and_holder_and_no_clean_test_is
     assert lines["test_clean"]["residue"] == 0 and lines["test_clean_after"]["residue"] == 0
 
 
-@pytest.mark.parametrize(("threshold", "named"), [("64000000B", True), ("64000001B", False), ("0", False)])
-def test_a_test_is_named_from_a_residue_equal_to_the_threshold(planted, threshold, named):
+@pytest.mark.parametrize(
+    ("threshold", "named"), [("64000000B", True), ("64000001B", False), ("0", False), ("0MB", False)]
+)
+def test_a_test_is_named_from_a_residue_equal_to_the_threshold_and_0_names_none(planted, threshold, named):
     result = planted.runpytest_subprocess(
         "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", f"--tpumem-residue={threshold}"
     )
+    result.assert_outcomes(passed=5, failed=1)  # 0 is the documented way to name no test, not a usage error
     text = result.stdout.str()
     assert ("  64.0MB  test_planted.py::test_leaks_into_module_list" in text) is named
+    assert ("no test left" in text) is (threshold == "64000001B")  # 0 names none: nor says that none is named
     assert not (planted.path / "ledger.jsonl").exists()
+
+
+def test_a_residue_of_0_in_the_ini_names_none_and_the_report_says_0(pytester):
+    pytester.makepyfile("import jax.numpy as jnp\nHOLD = []\n\ndef test_a():\n    HOLD.append(jnp.ones(3_000_000))\n")
+    pytester.makeini("[pytest]\ntpumem_residue = 0\n")
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=off", "--tpumem-json=r.json")
+    result.assert_outcomes(passed=1)
+    assert "12.0MB  " not in result.stdout.str() and "no test left" not in result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["ledger"]["threshold"] == 0 and report["context"]["settings"]["residue"] == 0
 
 
 def test_a_bad_residue_is_a_usage_error_naming_it(pytester):
@@ -382,7 +396,7 @@ def test_without_a_json_report_the_picture_is_beside_the_flight_recorder_and_a_w
     result.assert_outcomes(passed=5, failed=1)
     assert sorted(p.name for p in (planted.path / "rec").iterdir()) == ["ledger.gw0.jsonl", "ledger.gw0.svg"]
     result.stdout.fnmatch_lines(
-        [f"  the session's picture (memory and programs after each test): {planted.path / 'rec' / 'ledger.gw0.svg'}"]
+        [f"gw0's picture (memory and programs after each test): {planted.path / 'rec' / 'ledger.gw0.svg'}"]
     )
 
 
@@ -395,7 +409,7 @@ def test_a_flight_recorder_that_cannot_be_written_is_said_and_fails_no_test(pyte
     result.stdout.fnmatch_lines(
         [
             f"tpumem: the ledger's flight recorder could not be written to {pytester.path / 'taken' / 'ledger.jsonl'}: "
-            "File exists",
+            "Not a directory",
             f"tpumem: the session's picture could not be written to {pytester.path / 'taken' / 'ledger.svg'}: "
             "Not a directory",
         ]
@@ -434,3 +448,234 @@ def test_a_run_that_runs_no_test_leaves_the_last_flight_recorder_as_it_was(pytes
     for args in (["--collect-only"], ["-k", "no_such_test"]):
         pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=ledger.jsonl", *args)
         assert (pytester.path / "ledger.jsonl").read_bytes() == kept
+
+
+# --- the flight recorder: refused where it cannot be a file of its own, one run's at a time ----------
+
+
+def test_a_recorder_at_a_fifo_is_a_usage_error_at_once_and_not_a_hang(pytester):
+    import os
+
+    pytester.makepyfile("def test_a():\n    pass\n")
+    os.mkfifo(pytester.path / "fifo.jsonl")
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-ledger=fifo.jsonl", timeout=60)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest-tpumem: --tpumem-ledger {pytester.path / 'fifo.jsonl'}: is a FIFO, not a file: *give a file's path, or off)"
+        ]
+    )
+
+
+def test_a_fifo_at_the_default_recorders_path_is_said_and_the_run_goes_on_without_one(pytester):
+    import os
+
+    pytester.makepyfile("def test_a():\n    pass\n")
+    (pytester.path / ".pytest_cache" / "d" / "tpumem").mkdir(parents=True)
+    fifo = pytester.path / ".pytest_cache" / "d" / "tpumem" / "ledger.jsonl"
+    os.mkfifo(fifo)
+    result = pytester.runpytest_subprocess("--tpumem", timeout=60)
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [f"tpumem: the ledger's flight recorder could not be written to {fifo}: is a FIFO, not a file*"]
+    )
+
+
+def test_the_recorder_is_refused_where_another_output_or_the_baseline_is(pytester):
+    pytester.makepyfile(
+        "import jax.numpy as jnp, pytest\n\n@pytest.mark.max_hbm('1GB')\ndef test_a():\n    jnp.ones(3)\n"
+    )
+    pytester.runpytest_subprocess("--tpumem", "--tpumem-save=base.json").assert_outcomes(passed=1)
+    base = (pytester.path / "base.json").read_bytes()
+    for args, said in (
+        (
+            ["--tpumem-compare=base.json", "--tpumem-ledger=base.json"],
+            "--tpumem-ledger */base.json is the baseline --tpumem-compare reads: it would be overwritten; give it another path",
+        ),
+        (
+            ["--tpumem-json=x.json", "--tpumem-ledger=x.json"],
+            "--tpumem-ledger */x.json is also --tpumem-json's file: one would overwrite the other; give each its own path",
+        ),
+        (
+            ["--tpumem-json=r.json", "--tpumem-ledger=r.ledger.svg"],
+            "the session's picture (beside --tpumem-json) */r.ledger.svg is also --tpumem-ledger's file: *",
+        ),
+    ):
+        result = pytester.runpytest_subprocess("--tpumem", *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, args
+        result.stderr.fnmatch_lines([f"ERROR: pytest-tpumem: {said}"])
+    assert (pytester.path / "base.json").read_bytes() == base and not list(pytester.path.glob("*.jsonl"))
+    assert not (pytester.path / "x.json").exists() and not (pytester.path / "r.ledger.svg").exists()
+
+
+WAITS = """
+import os, time
+import jax.numpy as jnp
+
+HOLD = []
+
+
+def test_a():
+    HOLD.append(jnp.ones((3_000_000,)))
+
+
+def test_wait():  # run A waits here until run B has finished
+    if os.environ.get("RUN") == "A":
+        open("a_waiting", "w").close()
+        while not os.path.exists("b_done"):
+            time.sleep(0.05)
+
+
+def test_c():
+    pass
+"""
+
+
+def test_two_runs_at_once_never_garble_the_recorder_and_the_first_says_its_record_was_replaced(pytester):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    pytester.makepyfile(test_fr=WAITS)
+
+    def run(name, *args):
+        env = {**os.environ, "RUN": name}
+        return subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--tpumem", "-p", "no:randomly", *args],
+            cwd=pytester.path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    a = run("A")
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "a_waiting").exists():
+        assert time.monotonic() < deadline and a.poll() is None, (
+            a.stdout.read() if a.poll() is not None else "A is slow"
+        )
+        time.sleep(0.05)
+    b = run("B", "-k", "test_c")
+    b_out = b.communicate(timeout=120)[0]
+    (pytester.path / "b_done").touch()
+    a_out = a.communicate(timeout=120)[0]
+    assert a.returncode == 0 and b.returncode == 0, a_out + b_out
+    data = (pytester.path / ".pytest_cache" / "d" / "tpumem" / "ledger.jsonl").read_bytes()
+    records = [json.loads(line) for line in data.splitlines()]  # every line whole JSON: no NUL, no mix
+    assert [r.get("schema") for r in records].count("pytest-tpumem-ledger") == 1
+    assert [r.get("start") for r in records if "start" in r] == ["test_fr.py::test_c"]  # run B's, whole
+    assert records[-1]["end"] is True and records[-1]["tests"] == 1
+    assert "is now another run's: a run of this project that started after this one put its own there" in a_out
+    assert "another run's" not in b_out
+    assert [
+        p.name for p in (pytester.path / ".pytest_cache" / "d" / "tpumem").iterdir() if p.name.startswith(".")
+    ] == []
+
+
+def test_without_pytests_cache_the_recorder_is_in_the_temporary_directory_one_per_rootdir(
+    pytester, monkeypatch, tmp_path
+):
+    import hashlib
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    pytester.makepyfile(test_killed=KILLED)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "-p", "no:cacheprovider")
+    assert result.ret == 3
+    import os
+
+    where = tmp_path / f"pytest-tpumem-of-{os.getuid()}" / hashlib.sha1(str(pytester.path).encode()).hexdigest()[:12]
+    records = _records(where / "ledger.jsonl")
+    assert records[-1] == {"start": "test_killed.py::test_dies"}
+    assert (os.stat(where.parent).st_mode & 0o777) == 0o700  # this user's alone
+    assert not (pytester.path / ".pytest_cache").exists()
+
+
+def test_without_pytests_cache_a_crashed_workers_test_is_named_in_the_one_summary(pytester, monkeypatch, tmp_path):
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    pytester.makepyfile(test_crash=CRASH)
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "1", "--tpumem-json=r.json"
+    )
+    _one_account_names_the_crashed_workers_test(result, pytester)
+
+
+CRASH = """
+import os
+
+import jax.numpy as jnp
+
+HOLD = []
+
+
+def test_before():
+    HOLD.append(jnp.ones((3_000_000,)))   # 12 MB left alive after its teardown
+
+
+def test_exit():
+    os._exit(3)
+
+
+def test_after():
+    jnp.ones(10).block_until_ready()
+"""
+
+
+def _one_account_names_the_crashed_workers_test(result, pytester):
+    text = result.stdout.str()
+    ledger = text[text.index("- tpumem ledger -") :]
+    assert "\n[gw" not in ledger  # one account, not a block of each worker's own summary
+    result.stdout.fnmatch_lines(
+        [
+            "*- tpumem ledger -*",
+            "2 tests read between by 2 pytest-xdist workers, each after its teardown; *",
+            "  gw0: 1 test read, then it crashed",
+            "    gw0's flight recorder (*ledger.gw0.jsonl): the last test it began was test_crash.py::test_exit",
+            "    after test_crash.py::test_before: cpu:0 12.0MB, cpu:1 0B; programs held *; host RSS *",
+            "  gw1: 1 test",
+            "1 test left 10.0MB or more of the arrays they made alive after their teardown (--tpumem-residue):",
+            "  12.0MB  test_crash.py::test_before [[]gw0]",
+            "      made at test_crash.py:9 in test_before: 12.0MB (1 array, e.g. f32[3000000])",
+            "      kept by global HOLD of test_crash at [0]: 12.0MB",
+            "      not read at the end: gw0 crashed in test_crash.py::test_exit",
+        ]
+    )
+    assert "no test left" not in ledger
+    ledger_part = json.loads((pytester.path / "r.json").read_text())["ledger"]  # the JSON report says the same
+    named = [t for t, line in ledger_part["tests"].items() if line["left"] >= ledger_part["threshold"]]
+    assert named == ["test_crash.py::test_before"] and ledger_part["tests"][named[0]]["worker"] == "gw0"
+
+
+def test_under_xdist_the_ledger_is_one_summary_naming_a_crashed_workers_test(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_crash=CRASH)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "-n", "1", "--tpumem-json=r.json")
+    _one_account_names_the_crashed_workers_test(result, pytester)
+
+
+def test_under_xdist_the_planted_leak_is_named_once_with_its_worker_and_the_clean_tests_are_not(planted):
+    pytest.importorskip("xdist")
+    result = planted.runpytest_subprocess("--tpumem", "-p", "no:randomly", "-n", "2", "--tpumem-json=r.json")
+    result.assert_outcomes(passed=5, failed=1)
+    text = result.stdout.str()
+    ledger = text[text.index("- tpumem ledger -") :]
+    assert ledger.count("- tpumem ledger -") == 1 and "\n[gw" not in ledger
+    result.stdout.fnmatch_lines(
+        [
+            "6 tests read between by 2 pytest-xdist workers, each after its teardown; *",
+            "  gw0: * tests",
+            "  gw1: * tests",
+            "1 test left 10.0MB or more of the arrays they made alive after their teardown (--tpumem-residue):",
+            "  64.0MB  test_planted.py::test_leaks_into_module_list [[]gw?]",
+            "      made at test_planted.py:15 in test_leaks_into_module_list: 64.0MB (1 array, e.g. f32[16000000])",
+        ]
+    )
+    for clean in ("test_clean", "test_compiles_into_registry", "test_uses_big", "test_clean_after"):
+        assert f"MB  test_planted.py::{clean} " not in ledger
+    report = json.loads((planted.path / "r.json").read_text())["ledger"]
+    named = sorted(t for t, line in report["tests"].items() if line["left"] >= report["threshold"])
+    assert named == ["test_planted.py::test_leaks_into_module_list"]
+    assert ledger.count("'s picture (memory and programs after each test): ") == 2

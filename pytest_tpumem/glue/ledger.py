@@ -16,32 +16,69 @@ import pytest
 from ..decisions.ledger import BEFORE_TESTS, Line, Session, clear_now, fixture_owner, line_of, over
 from .options import Settings
 
-LEDGER_OUTPUT = "tpumem_ledger"  # pytest-xdist workeroutput key: the worker's summary lines
-LEDGER_TESTS = "tpumem_ledger_tests"  # pytest-xdist workeroutput key: the worker's tests, for the JSON report
+LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
+LEDGER_SAID = "tpumem_ledger_said"  # pytest-xdist workeroutput key: the worker's picture and write errors
+LEDGER_TESTS = "tpumem_ledger_tests"  # pytest-xdist workeroutput key: the worker's tests (report_record)
 
 
 def recorder_path(config: pytest.Config, settings: Settings) -> str | None:
     """This process's flight recorder: --tpumem-ledger (a pytest-xdist worker's named with its id),
-    else in pytest's cache directory (.pytest_cache/d/tpumem/); None where it is off or there is
-    no cache (-p no:cacheprovider)."""
+    else in pytest's cache directory (.pytest_cache/d/tpumem/ledger.jsonl), else, where pytest's
+    cache is off (-p no:cacheprovider), in the system's temporary directory, one per rootdir
+    (default_recorder); None where it is off, or no directory can be had."""
     path = settings.ledger_path
     if path == "off":
         return None
     if path is None:
-        cache = getattr(config, "cache", None)
-        if cache is None:
-            return None
-        try:
-            path = str(cache.mkdir("tpumem") / "ledger.jsonl")
-        except OSError:
+        path = default_recorder(config)
+        if path is None:
             return None
     worker = worker_id(config)
     return worker_path(path, worker) if worker else path
 
 
+def default_recorder(config: pytest.Config) -> str | None:
+    """The flight recorder where --tpumem-ledger names none: in pytest's cache, else
+    ``$TMPDIR/pytest-tpumem-of-UID/ROOT/ledger.jsonl`` (ROOT: 12 hex digits of the rootdir's
+    hash, so that each project has its own; the directory is this user's alone, as pytest's
+    basetemp is). None where neither can be made."""
+    cache = getattr(config, "cache", None)
+    try:
+        if cache is not None:
+            return str(cache.mkdir("tpumem") / "ledger.jsonl")
+        return os.path.join(_private_temp(str(config.rootpath)), "ledger.jsonl")
+    except OSError:
+        return None
+
+
+def _private_temp(rootdir: str) -> str:
+    """This user's directory of the rootdir's recorder under the system's temporary directory;
+    OSError where the user's directory is not theirs alone (another user could plant a link)."""
+    import hashlib
+    import stat
+    import tempfile
+
+    uid = os.getuid()
+    mine = os.path.join(tempfile.gettempdir(), f"pytest-tpumem-of-{uid}")
+    os.makedirs(mine, mode=0o700, exist_ok=True)
+    st = os.lstat(mine)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+        raise NotADirectoryError(f"{mine} is not this user's directory")
+    where = os.path.join(mine, hashlib.sha1(rootdir.encode()).hexdigest()[:12])
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    return where
+
+
 def worker_id(config: pytest.Config) -> str:
     """The pytest-xdist worker's id ("gw1"), "" outside a worker."""
     return str(getattr(config, "workerinput", {}).get("workerid", ""))
+
+
+def run_id(config: pytest.Config) -> str | None:
+    """pytest-xdist's id of the run, which the controller and its workers share (None outside a
+    worker): a worker's recorder says it, so that the controller reads its own run's."""
+    run = getattr(config, "workerinput", {}).get("testrunuid")
+    return str(run) if run else None
 
 
 def worker_path(path: str, worker: str) -> str:
@@ -54,34 +91,35 @@ def picture_path(config: pytest.Config, settings: Settings) -> str | None:
     """The session's picture: beside --tpumem-json (``report.json`` -> ``report.ledger.svg``),
     else beside the flight recorder (``ledger.svg``); a pytest-xdist worker's named with its id
     (each process's memory is its own). None where neither is written."""
-    worker = worker_id(config)
-    if settings.json_path is not None:
-        root = os.path.splitext(settings.json_path)[0] + ".ledger"
-    else:
-        recorder = recorder_path(config, settings)
-        if recorder is None:
-            return None
-        root = os.path.splitext(recorder)[0]
-        worker = ""  # the recorder's name has it already
-    return f"{root}.{worker}.svg" if worker else f"{root}.svg"
+    from ..telling.ledger import picture_beside
+
+    recorder = recorder_path(config, settings) if settings.json_path is None else None
+    return picture_beside(settings.json_path, recorder, worker_id(config))
 
 
 class FlightRecorder:
     """The ledger appended to a file, a JSON object a line, flushed after each (no fsync: a process
-    killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not)."""
+    killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not).
+    The file is this run's own (telling.files.Appended): two runs of one project at once never
+    write into one file; the path names the last to start, and the other says so at its end."""
 
     def __init__(self, path: str, header: dict[str, Any]):
         import json
 
+        from ..telling.files import Appended
+
         self.path = path
         self._dumps = json.dumps
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # as the JSON report's directory is made
-        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (open for the run, closed at its end)
-        self.write(header)
+        self._file = Appended(path, self._line(header))
+
+    def _line(self, record: dict[str, Any]) -> bytes:
+        return (self._dumps(record, separators=(",", ":")) + "\n").encode()
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(self._dumps(record, separators=(",", ":")) + "\n")
-        self._file.flush()
+        self._file.write(self._line(record))
+
+    def replaced(self) -> bool:
+        return self._file.replaced()
 
     def close(self) -> None:
         self._file.close()
@@ -115,10 +153,11 @@ class Ledger:
         self.recorder: FlightRecorder | None = None
         self.write_errors: list[str] = []  # the flight recorder's or the picture's: said, never a test's failure
         self.picture: str | None = None  # the session's picture, where it was written
-        self.crashes: list[str] = []  # pytest-xdist controller: lines said of crashed workers
         self.crashed: list[dict[str, Any]] = []  # the same, for the JSON report
-        self.worker_lines: dict[str, list[str]] = {}  # pytest-xdist controller: each worker's summary
+        self.worker_sessions: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: each worker's session
+        self.worker_said: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: each worker's picture, errors
         self.worker_tests: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: the workers' tests
+        self._ingredients: tuple[Any, ...] = ([], {}, {})  # the patterns': made at the end, compiled, held
 
     def _devices(self) -> list[Any]:
         """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
@@ -142,7 +181,8 @@ class Ledger:
         from ..telling.ledger import recorder_header
 
         try:
-            self.recorder = FlightRecorder(path, recorder_header(os.getpid(), worker_id(self.config)))
+            header = recorder_header(os.getpid(), worker_id(self.config), run_id(self.config))
+            self.recorder = FlightRecorder(path, header)
         except OSError as e:
             from ..telling.ledger import recorder_not_written
 
@@ -202,6 +242,10 @@ class Ledger:
             for site, n in reading.compiled.items():
                 self._compiled_now[site] = self._compiled_now.get(site, 0) + n
         return reading
+
+    def take(self, owner: str) -> Any:
+        """A reading now, for ``owner`` (the running test: glue/left.py reads what others left at its call's start)."""
+        return self._take(owner)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
@@ -291,10 +335,18 @@ class Ledger:
 
             self._record(end_record(self.session))
             if self.recorder is not None:
+                if self.recorder.replaced():
+                    from ..telling.ledger import recorder_replaced
+
+                    self.write_errors.append(recorder_replaced(self.recorder.path))
                 self.recorder.close()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[LEDGER_OUTPUT] = self.summary_lines()
+            from ..telling.ledger import session_record
+
+            if self.session is not None:
+                workeroutput[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
+            workeroutput[LEDGER_SAID] = {"picture": self.picture, "errors": self.write_errors}
             workeroutput[LEDGER_TESTS] = self.report_tests()
 
     def report_tests(self) -> dict[str, dict[str, Any]]:
@@ -344,6 +396,7 @@ class Ledger:
             collected = self.reader.read("(after the last test)").owned
         left = made_at_end(self.reader, [o for o in end.owned if o in tests]) if end.started else []
         held = self.reader.programs_by_site() if end.started else {}
+        self._ingredients = (left, self.compiled_sites, held)
         return Session(
             self.first,
             end,
@@ -372,52 +425,75 @@ class Ledger:
 
     # --- pytest-xdist controller -----------------------------------------------------------------
 
+    def account_lines(self, account: Any) -> list[str]:
+        """The account over every worker, each worker's picture, and what could not be written."""
+        from ..decisions.ledger import worker_order
+        from ..telling.ledger import account_lines, picture_written
+
+        lines = account_lines(account, self.settings.top, {c["worker"]: c["said"] for c in self.crashed})
+        workers = sorted(self.worker_said, key=worker_order)
+        lines += [picture_written(p, w) for w in workers if (p := self.worker_said[w].get("picture"))]
+        errors = [str(e) for w in workers for e in self.worker_said[w].get("errors") or ()]
+        return lines + errors + self.write_errors
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died in ``crashitem``: its flight recorder's last readings join the report."""
-        worker = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", ""))
+        node = getattr(report, "node", None)
+        worker = str(getattr(getattr(node, "gateway", None), "id", ""))
         path = recorder_path(self.config, self.settings)
         if not worker or path is None:
             return
-        from ..telling.ledger import crash_lines, read_recorder, recorded_tests
+        from ..telling.ledger import another_runs, crash_lines, read_recorder, recorded_tests
 
         try:
             records: list[dict[str, Any]] | None = read_recorder(worker_path(path, worker))
         except OSError:
             records = None
-        said = crash_lines(worker, crashitem, worker_path(path, worker), records)
+        run = getattr(node, "workerinput", {}).get("testrunuid")
+        if records is not None and another_runs(records, run):
+            said = crash_lines(worker, crashitem, worker_path(path, worker), records, another_run=True)
+            records = None
+        else:
+            said = crash_lines(worker, crashitem, worker_path(path, worker), records)
         self.worker_tests.update(recorded_tests(records or [], worker))
-        self.crashes += said
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
         report.longrepr = f"{report.longrepr}\n" + "\n".join(said)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
-        lines = output.get(LEDGER_OUTPUT)
-        if isinstance(lines, list) and lines:
-            self.worker_lines[str(getattr(node.gateway, "id", "?"))] = [str(x) for x in lines]
+        worker = str(getattr(node.gateway, "id", "?"))
+        session = output.get(LEDGER_SESSION)
+        if isinstance(session, dict):
+            self.worker_sessions[worker] = session
+        said = output.get(LEDGER_SAID)
+        if isinstance(said, dict):
+            self.worker_said[worker] = said
         tests = output.get(LEDGER_TESTS)
         if isinstance(tests, dict):
             self.worker_tests.update(tests)
+
+    def account(self) -> Any:
+        """pytest-xdist controller: one account over every worker (decisions.ledger.Account), None
+        where no worker sent a session and none crashed."""
+        if not self.worker_sessions and not self.crashed:
+            return None
+        from ..telling.ledger import account_of
+
+        return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold)
 
     @pytest.hookimpl(trylast=True)  # after the measured tests' summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.settings.top == 0:
             return
-        workers = self.worker_lines
-        mine = self.summary_lines()
-        if not mine and not workers and not self.crashes:
+        account = self.account()
+        lines = self.summary_lines() if account is None else self.account_lines(account)
+        if not lines:
             return
         terminalreporter.write_sep("-", "tpumem ledger")
-        for line in mine:
+        for line in lines:
             terminalreporter.write_line(line)
-        for worker, lines in sorted(workers.items()):
-            terminalreporter.write_line(f"[{worker}]")
-            for line in lines:
-                terminalreporter.write_line(f"  {line}")
-        for line in self.crashes:
-            terminalreporter.write_line(line, red=True)
 
 
 def _value(fixturedef: Any) -> Any:

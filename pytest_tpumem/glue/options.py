@@ -5,6 +5,7 @@ Imported on every pytest run (pytest_addoption): a table and a few functions, no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -45,6 +46,18 @@ def to_size(value: Any, where: str) -> int:
         return parse_size(value, what=where)
     except SizeError as e:
         raise SettingError(str(e)) from None
+
+
+def to_size_or_none(value: Any, where: str) -> int:
+    """A size, or 0 (written 0, 0B, 0MB...): a threshold that 0 switches off."""
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return 0
+    if isinstance(value, str) and re.fullmatch(r"\s*0+(\.0*)?\s*", value):
+        return 0  # a bare 0 needs no unit: it is none of any
+    try:
+        return parse_size(value, what=where, allow_zero=True)
+    except SizeError as e:
+        raise SettingError(f"{e}; or 0 for none") from None
 
 
 def to_host(value: Any, where: str) -> bool | int:
@@ -256,7 +269,8 @@ OPTIONS = (
     ),
     Option(
         "tpumem_save",
-        "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one)",
+        "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one); "
+        "a run narrowed by -k, -m, --deselect, --lf, test ids or paths, or cut short, keeps the last one",
         to_path,
     ),
     Option(
@@ -289,7 +303,7 @@ OPTIONS = (
         "tpumem_residue",
         "the suite ledger names each test that leaves this much of the arrays it made alive after its teardown, "
         f"with what made and keeps them (default {format_size(defaults.RESIDUE)}; 0 names none)",
-        to_size,
+        to_size_or_none,
     ),
     Option(
         "tpumem_clear_caches",
@@ -302,7 +316,8 @@ OPTIONS = (
         "tpumem_ledger",
         "the ledger's flight recorder: a JSON object a line, flushed after every test, so a process killed "
         "mid-run still says which test it was in (default .pytest_cache/d/tpumem/ledger.jsonl, a pytest-xdist "
-        "worker's ledger.gw1.jsonl; off writes none)",
+        "worker's ledger.gw1.jsonl; without pytest's cache, $TMPDIR/pytest-tpumem-of-UID/ROOT/ledger.jsonl, ROOT "
+        "named from the rootdir; off writes none)",
         to_ledger,
     ),
     Option(
@@ -369,6 +384,11 @@ class Settings(NamedTuple):
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
     clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, or a number of programs held
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
+    sources: tuple[tuple[str, str], ...] = ()  # (name, where it came from: "--tpumem-json" or "ini tpumem_json")
+
+    def where(self, name: str) -> str:
+        """Where option ``name`` was given: its flag, or "ini NAME"; its flag where it was not given."""
+        return dict(self.sources).get(name, "--" + name.replace("_", "-"))
 
 
 SETTINGS = pytest.StashKey[Settings]()  # the resolved settings, in config.stash
@@ -390,8 +410,6 @@ def _raw(option: Option, getoption: Callable[[str], Any], getini: Callable[[str]
     try:
         raw = getini(option.name)
     except Exception as e:  # pytest's own type check of the ini value (a UsageError in pytest 9)
-        import re
-
         if " expects " in str(e):  # pytest 9's native [tool.pytest] table is typed: its message says what it got
             raise SettingError(f"{where}: {e}{SIZE_HINT if sized else TYPED_HINT}") from None
         # "invalid truth value 'treu'", "invalid literal for int() ...: 'five'"
@@ -415,9 +433,11 @@ def resolve(
     A relative path is taken from ``base_dir`` (where pytest was invoked) on the command line, and
     from ``ini_dir`` (the ini file's directory) in the ini, as a path written in a file is read."""
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for option in OPTIONS:
         raw, where = _raw(option, getoption, getini)
         if raw is not None:
+            sources[option.name] = where
             value = option.convert(raw, where)
             if option.convert in (to_path, to_ledger) and value != "off":
                 value = _absolute(value, ini_dir if where.startswith("ini") and ini_dir else base_dir)
@@ -446,27 +466,59 @@ def resolve(
         ledger_path=values.get("tpumem_ledger"),
         clear_caches=values.get("tpumem_clear_caches", CLEAR_CACHES[0]),
         given=frozenset(values),
+        sources=tuple(sources.items()),
     )
     if not settings.enabled:
         return settings  # unused_when_off() warns about what is set
-    baseline = "is the baseline --tpumem-compare reads: it would be overwritten"
-    page = "give the page another name (report.html)"
-    clashes = (  # (a file written, its flag, a file of another option, what that file is, what to do)
-        (settings.json_path, "--tpumem-json", settings.compare_path, baseline,
-         "write the report elsewhere, or replace the baseline with --tpumem-save"),
-        (settings.html_path, "--tpumem-html", settings.json_path, "is also --tpumem-json's file: one would overwrite the other", page),
-        (settings.html_path, "--tpumem-html", settings.save_path, "is also --tpumem-save's file: one would overwrite the other", page),
-        (settings.html_path, "--tpumem-html", settings.compare_path, baseline, page),
-    )  # fmt: skip
-    for written, flag, other, what, remedy in clashes:
-        if written is not None and other is not None and _same(written, other):
-            raise SettingError(f"{flag} {written} {what}; {remedy}")
+    _refuse_clashes(settings)
     if settings.compare_fail and settings.compare_path is None:
         raise SettingError(
             "--tpumem-compare-fail (or ini tpumem_compare_fail) needs a baseline to compare with: "
             "give --tpumem-compare PATH (or ini tpumem_compare)"
         )
     return settings
+
+
+BASELINE = "is the baseline --tpumem-compare reads: it would be overwritten"
+
+
+def outputs(settings: Settings) -> list[tuple[str, str]]:
+    """The files a run writes, as (the option that names it, the path), the reports first: the
+    JSON report, the baseline, the page, the flight recorder where --tpumem-ledger names it, and
+    the session's picture where one of those names it (its path follows from theirs)."""
+    from ..telling.ledger import picture_beside
+
+    s = settings
+    out = [("tpumem_json", s.json_path), ("tpumem_save", s.save_path), ("tpumem_html", s.html_path)]
+    recorder = s.ledger_path if s.ledger_path != "off" else None
+    out.append(("tpumem_ledger", recorder))
+    picture = picture_beside(s.json_path, recorder)
+    out.append(("picture", picture))
+    return [(name, path) for name, path in out if path is not None]
+
+
+def _refuse_clashes(settings: Settings) -> None:
+    """SettingError where two outputs are one file (one would overwrite the other), or one other
+    than --tpumem-save is the baseline --tpumem-compare reads."""
+
+    def named(name: str) -> str:
+        if name != "picture":
+            return settings.where(name)
+        return f"the session's picture (beside {'--tpumem-json' if settings.json_path else '--tpumem-ledger'})"
+
+    written = outputs(settings)
+    for i, (name, path) in enumerate(written):
+        if settings.compare_path is not None and name != "tpumem_save" and _same(path, settings.compare_path):
+            remedy = "write the report elsewhere, or replace the baseline with --tpumem-save"
+            raise SettingError(
+                f"{named(name)} {path} {BASELINE}; {remedy if name == 'tpumem_json' else 'give it another path'}"
+            )
+        for other, other_path in written[:i]:
+            if _same(path, other_path):
+                raise SettingError(
+                    f"{named(name)} {path} is also {named(other)}'s file: one would overwrite the other; "
+                    "give each its own path"
+                )
 
 
 def _same(a: str, b: str) -> bool:

@@ -59,6 +59,9 @@ class Reporter:
     """Rows, reports, the baseline and the summary of one run."""
 
     def __init__(self, config: pytest.Config, settings: Settings):
+        from . import outputs
+
+        outputs.check(config, settings)  # before any test runs: a test source is never overwritten
         self.config = config
         self.settings = settings
         self.rows: dict[str, list[dict[str, Any]]] = {}
@@ -79,6 +82,63 @@ class Reporter:
         self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
         self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
         self._comparison: Any = None  # the run against the baseline, made once at the end
+        self.deselected = 0  # tests -k, -m, --deselect, --lf, --sw deselected (here)
+        self.collected_ids: set[str] = set()  # the tests collected, deselected ones included
+        self.worker_partial = ""  # pytest-xdist controller: why a worker's selection was part of the suite
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+        self.collected_ids.update(i.nodeid for i in items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """pytest-xdist controller: the tests a worker collected (it collects, the controller does not)."""
+        self.collected_ids.update(ids)
+
+    def _selection(self, session: pytest.Session) -> Any:
+        """What this process's run selected of what it collected (decisions.partial.Selection)."""
+        from ..decisions.partial import Selection
+
+        config = self.config
+        narrowing = [
+            f"{flag} {value!r}" if isinstance(value, str) else flag
+            for flag, value in (
+                ("-k", config.getoption("keyword", "")),
+                ("-m", config.getoption("markexpr", "")),
+                ("--deselect", bool(config.getoption("deselect", None))),
+                ("--lf", bool(config.getoption("lf", False))),
+                ("--sw", bool(config.getoption("stepwise", False))),
+            )
+            if value
+        ]
+        lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's cacheprovider: --lf narrows without deselecting
+        reran = getattr(lf, "_previously_failed_count", 0) if config.getoption("lf", False) else 0
+        ids = tuple(a for a in config.args if "::" in a)
+        collected = {i.nodeid for i in session.items} | self.collected_ids
+        return Selection(
+            len(collected), self.deselected, tuple(narrowing), int(reran or 0), ids, self._left_out(collected)
+        )
+
+    def _left_out(self, collected: set[str]) -> tuple[str, ...]:
+        """The last baseline's tests that the paths given as arguments left out (none where the run
+        was given no argument, or the last baseline cannot be read or was taken from another rootdir)."""
+        import os
+
+        from ..decisions.partial import left_out
+        from ..telling.report import ReportError, read
+
+        path = self.settings.save_path
+        if path is None or self.config.args_source != pytest.Config.ArgsSource.ARGS or not os.path.isfile(path):
+            return ()
+        try:
+            last = read(path)
+        except ReportError:
+            return ()
+        root = self.config.rootpath
+        if last.rootdir and os.path.realpath(last.rootdir) != os.path.realpath(root):
+            return ()
+        files = {nodeid.split("::", 1)[0] for nodeid in collected}
+        return left_out(last.tests, files, lambda file: (root / file).exists())
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Which baseline test each collected test is, whatever rootdir either run had."""
@@ -115,6 +175,9 @@ class Reporter:
             workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
             workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
             workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
+            from ..decisions.partial import partial
+
+            workeroutput["tpumem_partial"] = partial(self._selection(session))
             return  # the controller writes the reports
         comparison = self.comparison()
         if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
@@ -202,7 +265,7 @@ class Reporter:
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
         ledger = self.report().ledger
         read = bool(self.rows) or (ledger is not None and bool(ledger.tests))
-        cut_short = _cut_short(session) or (not read and "it measured no test")
+        cut_short = _cut_short(session) or (not read and "it measured no test") or self._partial(session)
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
             self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
@@ -231,6 +294,15 @@ class Reporter:
                 if html:
                     self.page = path
 
+    def _partial(self, session: pytest.Session) -> str:
+        """Why the run took only part of the suite, a baseline's remedy said ("" where it took the whole)."""
+        if self.settings.save_path is None:
+            return ""
+        from ..decisions.partial import partial
+
+        why = partial(self._selection(session)) or self.worker_partial
+        return f"{why}; a baseline is saved from a run of the whole suite" if why else ""
+
     def _write_page(self, path: str) -> None:
         """--tpumem-html: the run's page (telling.html), with the baseline comparison where there is one."""
         import os
@@ -251,6 +323,7 @@ class Reporter:
         self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
         self.not_swept.update(output.get("tpumem_not_swept", ()))
         self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
+        self.worker_partial = self.worker_partial or str(output.get("tpumem_partial") or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from ..telling.rows import summary_lines

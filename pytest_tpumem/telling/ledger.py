@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..decisions.ledger import Line, Session
@@ -24,8 +25,32 @@ def _site(site: Any) -> str:
     return str(site) if site is not None else "a line jax recorded no stack for"
 
 
-def recorder_header(pid: int, worker: str) -> dict[str, Any]:
-    return {"schema": RECORDER_SCHEMA, "version": RECORDER_VERSION, "pid": pid, "worker": worker or None}
+def recorder_header(pid: int, worker: str, run: str | None = None) -> dict[str, Any]:
+    """The flight recorder's first line; ``run``: pytest-xdist's id of the run, in a worker."""
+    header = {"schema": RECORDER_SCHEMA, "version": RECORDER_VERSION, "pid": pid, "worker": worker or None}
+    if run is not None:
+        header["run"] = run
+    return header
+
+
+def recorder_replaced(path: str) -> str:
+    return (
+        f"tpumem: the ledger's flight recorder {path} is now another run's: a run of this project that started "
+        "after this one put its own there (this run's record is gone; give each run its own --tpumem-ledger)"
+    )
+
+
+def picture_beside(json_path: str | None, recorder: str | None, worker: str = "") -> str | None:
+    """The session's picture: beside the JSON report (``report.json`` -> ``report.ledger.svg``, a
+    pytest-xdist worker's ``report.ledger.gw1.svg``), else beside the flight recorder
+    (``ledger.jsonl`` -> ``ledger.svg``: a worker's recorder is named with its id already); None
+    where neither is written."""
+    if json_path is not None:
+        root = os.path.splitext(json_path)[0] + ".ledger"
+        return f"{root}.{worker}.svg" if worker else f"{root}.svg"
+    if recorder is None:
+        return None
+    return os.path.splitext(recorder)[0] + ".svg"
 
 
 def recorder_not_written(path: str, error: BaseException) -> str:
@@ -33,8 +58,9 @@ def recorder_not_written(path: str, error: BaseException) -> str:
     return f"tpumem: the ledger's flight recorder could not be written to {path}: {reason}"
 
 
-def picture_written(path: str) -> str:
-    return f"the session's picture (memory and programs after each test): {path}"
+def picture_written(path: str, worker: str = "") -> str:
+    whose = f"{worker}'s" if worker else "the session's"
+    return f"{whose} picture (memory and programs after each test): {path}"
 
 
 def picture_not_written(path: str, error: BaseException) -> str:
@@ -186,8 +212,13 @@ def _totals(session: Session) -> list[str]:
     return out
 
 
-def _runtime(session: Session, top: int) -> list[str]:
-    """What only a runtime that reports bytes in use shows (GPU, TPU): memory no array holds, peaks."""
+def _nowhere(test: str) -> str:
+    return ""
+
+
+def _runtime(session: Session, top: int, where: Callable[[str], str] = _nowhere) -> list[str]:
+    """What only a runtime that reports bytes in use shows (GPU, TPU): memory no array holds, peaks;
+    ``where``: what follows a test's id (its pytest-xdist worker)."""
     out = []
     outside = session.grew_outside(top)
     if outside:
@@ -197,7 +228,7 @@ def _runtime(session: Session, top: int) -> list[str]:
         )
         for line in outside:
             compiled = f"; it compiled {plural(line.compiled, 'program')} jax holds" if line.compiled else ""
-            out.append(f"  {format_delta(line.outside)}  {line.test}{compiled}")
+            out.append(f"  {format_delta(line.outside)}  {line.test}{where(line.test)}{compiled}")
     highest = session.highest(min(top, SHOWN_PEAKS))
     if highest:
         out.append(
@@ -206,12 +237,16 @@ def _runtime(session: Session, top: int) -> list[str]:
         )
         for line in highest:
             marks = ", ".join(f"{label} {format_size(n)}" for label, n in line.peaks.items())
-            out.append(f"  {marks}  {line.test}")
+            out.append(f"  {marks}  {line.test}{where(line.test)}")
     return out
 
 
-def _residues(session: Session, top: int) -> list[str]:
-    """The tests named for what they left, why, and the failed tests whose traceback kept arrays."""
+def _residues(
+    session: Session, top: int, where: Callable[[str], str] = _nowhere, fate: Callable[[str], str] | None = None
+) -> list[str]:
+    """The tests named for what they left, why, and the failed tests whose traceback kept arrays;
+    ``where``: what follows a test's id, ``fate``: what became of its residue (_fate)."""
+    fate = fate or (lambda test: _fate(session, test))
     least = format_size(session.threshold)
     out = []
     worst = session.worst(top)
@@ -223,9 +258,9 @@ def _residues(session: Session, top: int) -> list[str]:
         )
         for line in worst:
             outcome = f" ({line.outcome})" if line.outcome and line.outcome != "passed" else ""  # failed, xfailed, ...
-            out.append(f"  {format_size(line.left)}  {line.test}{outcome}")
+            out.append(f"  {format_size(line.left)}  {line.test}{where(line.test)}{outcome}")
             out += [f"      {x}" for x in explanation_lines(line)]
-            out.append(f"      {_fate(session, line.test)}")
+            out.append(f"      {fate(line.test)}")
     elif session.threshold:
         out.append(f"no test left {least} or more of the arrays it made alive after its teardown (--tpumem-residue)")
     kept = session.kept_by_tracebacks()
@@ -237,7 +272,7 @@ def _residues(session: Session, top: int) -> list[str]:
             assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
             expected = " (xfailed)" if line.outcome == "xfailed" else ""
             out.append(
-                f"  {format_size(line.explanation.traceback)}  {line.test}{expected}: {_fate(session, line.test)}"
+                f"  {format_size(line.explanation.traceback)}  {line.test}{where(line.test)}{expected}: {fate(line.test)}"
             )
     return out
 
@@ -310,9 +345,24 @@ def read_recorder(path: str) -> list[dict[str, Any]]:
     return records
 
 
-def crash_lines(worker: str, test: str, path: str, records: list[dict[str, Any]] | None) -> list[str]:
+def another_runs(records: list[dict[str, Any]], run: Any) -> bool:
+    """Whether a crashed worker's flight recorder was written by a worker of another run (pytest-xdist's
+    ``testrunuid``, in the header): a run of the project that started later put its own there."""
+    header = next((r for r in records if r.get("schema") == RECORDER_SCHEMA), None)
+    return bool(run) and header is not None and header.get("run") != run
+
+
+def crash_lines(
+    worker: str, test: str, path: str, records: list[dict[str, Any]] | None, another_run: bool = False
+) -> list[str]:
     """What a crashed pytest-xdist worker's flight recorder says: the test it started last and the
-    readings after the test before it (``records`` None: the file could not be read)."""
+    readings after the test before it (``records`` None: the file could not be read; ``another_run``:
+    it is another run's)."""
+    if another_run:
+        return [
+            f"tpumem: {worker}'s flight recorder {path} is another run's: a run of this project that started later "
+            "put its own there, and this worker's record is gone"
+        ]
     if records is None:
         return [f"tpumem: {worker}'s flight recorder {path} could not be read"]
     started = next((r["start"] for r in reversed(records) if "start" in r), None)
@@ -337,3 +387,234 @@ def recorded_tests(records: list[dict[str, Any]], worker: str) -> dict[str, dict
         for r in records
         if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int) and r.get("devices")
     }
+
+
+# --- pytest-xdist: each worker's session travels to the controller, which tells one account -------
+
+
+def _site_text(site: Any) -> str | None:
+    return None if site is None else str(site)
+
+
+def _reading_record(reading: Any) -> dict[str, Any] | None:
+    if reading is None:
+        return None
+    return {
+        "started": bool(reading.started),
+        "devices": dict(reading.devices),
+        "stand_in": bool(reading.stand_in),
+        "executables": reading.executables,
+        "rss": reading.rss,
+    }
+
+
+def session_record(
+    session: Session,
+    count: int,
+    made_at_end: list[tuple[Any, str, int]],
+    programs_by_test: dict[Any, set[str]],
+    held_programs: dict[Any, int],
+) -> dict[str, Any]:
+    """A worker's session as it travels to the pytest-xdist controller (plain data: execnet
+    carries no objects), beside its tests' lines (report_record): the readings at its first test
+    and at its end, what of each test was alive at the end, the ingredients of its patterns (sites
+    as text), its fixtures' memory, and the programs each named test compiled."""
+    made: dict[tuple[str | None, str], int] = {}
+    for site, test, nbytes in made_at_end:
+        key = (_site_text(site), test)
+        made[key] = made.get(key, 0) + nbytes
+    return {
+        "tests": count,
+        "first": _reading_record(session.first),
+        "last": _reading_record(session.last),
+        "alive": {owner: n for owner, n in session.last.owned.items() if n},
+        "after_gc": dict(session.after_gc),
+        "bytes_limit": dict(session.bytes_limit),
+        "made_at_end": [[site, test, n] for (site, test), n in made.items()],
+        "programs_by_test": [[_site_text(site), sorted(tests)] for site, tests in programs_by_test.items()],
+        "held_programs": [[_site_text(site), n] for site, n in held_programs.items()],
+        "fixtures_ended": [[owner, n] for owner, n in session.fixtures_ended],
+        "fixture_holds": [
+            [owner, [[h.holder, h.path, h.nbytes] for h in holds]] for owner, holds in session.fixture_holds
+        ],
+        "programs": {
+            line.test: [[_site_text(site), n] for site, n in line.explanation.programs]
+            for line in session.lines
+            if line.explanation is not None and line.explanation.programs
+        },
+    }
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _sizes(value: Any) -> dict[str, int]:
+    return {str(k): v for k, v in value.items() if isinstance(v, int)} if isinstance(value, dict) else {}
+
+
+def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Line:
+    """A test's line again, from its record (report_record's keys, or a flight recorder's line)."""
+    from ..measuring.ledger import Holder, Made
+
+    explanation = None
+    if isinstance(record.get("made"), list):
+        explanation = Explanation(
+            made=tuple(
+                Made(m.get("site"), _int(m.get("bytes")), _int(m.get("arrays")), str(m.get("shape", "")))
+                for m in record["made"]
+                if isinstance(m, dict)
+            ),
+            held=tuple(
+                Holder(str(h.get("by", "")), str(h.get("path", "")), _int(h.get("bytes")))
+                for h in record.get("held") or []
+                if isinstance(h, dict)
+            ),
+            traceback=_int(record.get("traceback")),
+            collected=_int(record.get("collected")),
+            programs=tuple((site, _int(n)) for site, n in programs or ()),
+        )
+    cleared = record.get("cleared")
+    return Line(
+        test=test,
+        index=_int(record.get("index")),
+        outcome=str(record.get("outcome") or ""),
+        started=True,
+        devices=_sizes(record.get("devices")),
+        stand_in=bool(record.get("stand_in")),
+        change=_sizes(record.get("change")),
+        residue=_int(record.get("residue")),
+        executables=record.get("executables") if isinstance(record.get("executables"), int) else None,
+        compiled=_int(record.get("compiled")),
+        rss=record.get("rss") if isinstance(record.get("rss"), int) else None,
+        explanation=explanation,
+        cleared=(_int(cleared.get("programs")), _int(cleared.get("bytes"))) if isinstance(cleared, dict) else None,
+        peaks=_sizes(record.get("peaks")),
+        outside=_int(record.get("outside")),
+    )
+
+
+def _reading_of(record: Any, owned: dict[str, int] | None = None) -> Any:
+    from ..readings.between import Between
+
+    if not isinstance(record, dict):
+        return None
+    return Between(
+        started=bool(record.get("started")),
+        devices=_sizes(record.get("devices")),
+        stand_in=bool(record.get("stand_in")),
+        executables=record.get("executables") if isinstance(record.get("executables"), int) else None,
+        rss=record.get("rss") if isinstance(record.get("rss"), int) else None,
+        owned=owned or {},
+    )
+
+
+def account_of(
+    sessions: dict[str, dict[str, Any]],
+    tests: dict[str, dict[str, Any]],
+    crashed: list[dict[str, Any]],
+    threshold: int,
+) -> Any:
+    """The controller's account (decisions.ledger.Account) from what its workers sent: each
+    worker's session_record, every test's line (report_record with its ``worker``), and the
+    crashed workers (their lines, from their flight recorders, among ``tests``; their session
+    ends at their last line)."""
+    from ..decisions.ledger import account
+    from ..measuring.ledger import Holder
+
+    by_worker: dict[str, list[Line]] = {}
+    for test, record in tests.items():
+        worker = str(record.get("worker") or "")
+        programs = (sessions.get(worker) or {}).get("programs", {}).get(test, ())
+        by_worker.setdefault(worker, []).append(line_of_record(test, record, programs))
+    died = {str(c.get("worker")): str(c.get("test")) for c in crashed}
+    workers: dict[str, Session] = {}
+    counts: dict[str, int] = {}
+    made: list[tuple[Any, str, int]] = []
+    programs_by_test: dict[Any, set[str]] = {}
+    held: dict[Any, int] = {}
+    for worker in set(sessions) | set(by_worker) | set(died):
+        lines = tuple(sorted(by_worker.get(worker, []), key=lambda line: line.index))
+        sent = sessions.get(worker)
+        if sent is None:  # a crashed worker: what its recorder held, its last line its end
+            end = None
+            if lines:
+                last = lines[-1]
+                end = {"started": True, "devices": last.devices, "stand_in": last.stand_in, "rss": last.rss}
+                end["executables"] = last.executables
+            workers[worker] = Session(None, _reading_of(end), lines, threshold)
+            counts[worker] = len(lines)
+            continue
+        workers[worker] = Session(
+            _reading_of(sent.get("first")),
+            _reading_of(sent.get("last"), _sizes(sent.get("alive"))),
+            lines,
+            threshold,
+            _sizes(sent.get("bytes_limit")),
+            fixtures_ended=tuple((str(o), _int(n)) for o, n in sent.get("fixtures_ended") or ()),
+            fixture_holds=tuple(
+                (str(o), tuple(Holder(str(h), str(p), _int(n)) for h, p, n in holds))
+                for o, holds in sent.get("fixture_holds") or ()
+            ),
+            after_gc=_sizes(sent.get("after_gc")),
+        )
+        counts[worker] = _int(sent.get("tests"), len(lines))
+        made += [(site, str(test), _int(n)) for site, test, n in sent.get("made_at_end") or ()]
+        for site, names in sent.get("programs_by_test") or ():
+            programs_by_test.setdefault(site, set()).update(names)
+        for site, n in sent.get("held_programs") or ():
+            held[site] = held.get(site, 0) + _int(n)
+    return account(workers, counts, died, made, programs_by_test, held, threshold)
+
+
+def _worker_totals(worker: str, session: Session, count: int, crash: list[str] | None) -> list[str]:
+    """A worker's memory from its first test to its end; a crashed worker's, what its flight
+    recorder says (``crash``: crash_lines)."""
+    if crash is not None:
+        return [
+            f"  {worker}: {plural(count, 'test')} read, then it crashed",
+            *("    " + line.removeprefix("tpumem: ").strip() for line in crash),
+        ]
+    if not _devices(session.last):
+        return [f"  {worker}: {plural(count, 'test')}; no jax backend was started"]
+    return [f"  {worker}: {plural(count, 'test')}"] + ["  " + line for line in _totals(session)[1:]]
+
+
+def account_lines(account: Any, top: int, crashes: dict[str, list[str]]) -> list[str]:
+    """The pytest-xdist controller's summary, one over every worker (decisions.ledger.Account):
+    each worker's memory from start to end (each process's is its own; a crashed worker's from its
+    flight recorder, ``crashes``: its crash_lines), then the tests named over all workers worst
+    first, each with its worker, the peaks, the patterns, the fixtures."""
+    total = sum(account.counts.values())
+    n = plural(len(account.counts), "pytest-xdist worker")
+    sessions = account.workers
+    if not any(_devices(s.last) for s in sessions.values()):
+        return [
+            f"{plural(total, 'test')} read between by {n}; no jax backend was started: nothing on a device to account for"
+        ]
+    stand_in = any(s.last is not None and s.last.stand_in for s in sessions.values() if _devices(s.last))
+    what = STAND_IN if stand_in else "the runtime's bytes in use"
+    out = [f"{plural(total, 'test')} read between by {n}, each after its teardown; device memory as {what}:"]
+    from ..decisions.ledger import worker_order
+
+    for worker in sorted(sessions, key=worker_order):
+        crash = crashes.get(worker, []) if worker in account.crashed else None
+        out += _worker_totals(worker, sessions[worker], account.counts.get(worker, 0), crash)
+    merged = account.merged
+
+    def where(test: str) -> str:
+        return f" [{account.worker_of[test]}]" if test in account.worker_of else ""
+
+    def fate(test: str) -> str:
+        worker = account.fate(test)
+        if worker is not None:
+            return f"not read at the end: {worker} crashed in {account.crashed[worker]}"
+        return _fate(merged, test)
+
+    return (
+        out
+        + _runtime(merged, top, where)
+        + _residues(merged, top, where, fate)
+        + _patterns(merged, top)
+        + _fixtures(merged)
+    )

@@ -29,7 +29,7 @@ def test_each_default_the_reference_gives_is_the_default(option, tmp_path):
     if option.name == "tpumem_ledger":  # a path: the cache's file, which None stands for
         assert given.ledger_path == str(tmp_path / text)
         return
-    assert given._replace(given=frozenset()) == settings(), option.name
+    assert given._replace(given=frozenset(), sources=()) == settings(), option.name
 
 
 def test_every_option_has_a_default_in_the_reference():
@@ -140,3 +140,83 @@ def test_help_lists_every_option(pytester):
 def test_every_option_has_a_flag_an_ini_twin_and_help():
     for option in OPTIONS:
         assert option.flag == "--" + option.name.replace("_", "-") and option.help and callable(option.convert)
+
+
+@pytest.mark.parametrize("value", ["0", "00", "0.0", "0B", "0MB", " 0 ", 0])
+def test_a_residue_of_0_in_any_spelling_names_none(value):
+    """The help says "0 names none": every spelling of 0, on the command line and in the ini."""
+    assert settings({"tpumem_residue": value}).residue == 0
+    assert settings(ini={"tpumem_residue": value}).residue == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("-1MB", "--tpumem-residue: '-1MB' is not a size"),
+        ("10", "--tpumem-residue: '10' has no unit"),
+        ("0x0", "--tpumem-residue: '0x0' is not a size"),
+        ("lots", "--tpumem-residue: 'lots' is not a size"),
+    ],
+)
+def test_a_residue_other_than_a_size_or_0_is_refused(value, said):
+    with pytest.raises(SettingError) as e:
+        settings({"tpumem_residue": value})
+    assert str(e.value).startswith(said) and str(e.value).endswith("; or 0 for none")
+    assert settings({"tpumem_residue": "1B"}).residue == 1  # the least size there is
+
+
+def test_each_value_says_where_it_came_from():
+    s = settings({"tpumem_json": "r.json"}, {"tpumem_html": "p.html", "tpumem": True})
+    assert (s.where("tpumem_json"), s.where("tpumem_html"), s.where("tpumem_save")) == (
+        "--tpumem-json",
+        "ini tpumem_html",
+        "--tpumem-save",  # not given: its flag
+    )
+
+
+ON = {"tpumem": True}
+
+
+@pytest.mark.parametrize(
+    ("cli", "said"),
+    [
+        ({"tpumem_json": "x.json", "tpumem_html": "x.json"}, "--tpumem-html x.json is also --tpumem-json's file"),
+        ({"tpumem_json": "x.json", "tpumem_save": "x.json"}, "--tpumem-save x.json is also --tpumem-json's file"),
+        ({"tpumem_json": "x.json", "tpumem_ledger": "x.json"}, "--tpumem-ledger x.json is also --tpumem-json's file"),
+        ({"tpumem_save": "x.json", "tpumem_ledger": "x.json"}, "--tpumem-ledger x.json is also --tpumem-save's file"),
+        ({"tpumem_html": "x.html", "tpumem_ledger": "x.html"}, "--tpumem-ledger x.html is also --tpumem-html's file"),
+        (
+            {"tpumem_json": "r.json", "tpumem_ledger": "r.ledger.svg"},
+            "the session's picture (beside --tpumem-json) r.ledger.svg is also --tpumem-ledger's file",
+        ),
+        (
+            {"tpumem_json": "r.json", "tpumem_html": "r.ledger.svg"},
+            "the session's picture (beside --tpumem-json) r.ledger.svg is also --tpumem-html's file",
+        ),
+        (
+            {"tpumem_ledger": "rec.svg"},  # the picture beside a recorder named .svg is the recorder
+            "the session's picture (beside --tpumem-ledger) rec.svg is also --tpumem-ledger's file",
+        ),
+        (
+            {"tpumem_compare": "b.json", "tpumem_ledger": "b.json"},
+            "--tpumem-ledger b.json is the baseline --tpumem-compare reads: it would be overwritten; give it another path",
+        ),
+        (
+            {"tpumem_compare": "b.json", "tpumem_json": "b.json"},
+            "--tpumem-json b.json is the baseline --tpumem-compare reads: it would be overwritten; write the report "
+            "elsewhere, or replace the baseline with --tpumem-save",
+        ),
+    ],
+)
+def test_two_outputs_at_one_path_and_an_output_at_the_baseline_are_refused(cli, said):
+    with pytest.raises(SettingError) as e:
+        resolve(cli.get, ON.get, "/p")
+    assert str(e.value).replace("/p/", "").startswith(said)
+
+
+def test_the_baseline_may_be_saved_over_and_outputs_of_their_own_are_fine():
+    s = resolve({"tpumem_compare": "b.json", "tpumem_save": "b.json", "tpumem_json": "r.json"}.get, ON.get)
+    assert s.save_path == s.compare_path  # the update of a baseline: --tpumem-save is the one that replaces it
+    resolve({"tpumem_json": "r.json", "tpumem_ledger": "r.jsonl", "tpumem_html": "r.html"}.get, ON.get)
+    resolve({"tpumem_json": "x.json", "tpumem_ledger": "off"}.get, ON.get)  # off is no file
+    resolve({"tpumem_json": "x.json", "tpumem_html": "x.json"}.get, {}.get)  # while off: nothing is written
