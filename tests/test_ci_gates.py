@@ -437,37 +437,41 @@ def test_a_first_run_without_a_baseline_can_warn_and_save_one(pytester):
     second.assert_outcomes(passed=1, failed=1)
 
 
-# --- a run narrowed to part of the suite does not replace the baseline (issue 27) -------------------
+# --- a run narrowed to part of the suite replaces only the tests it ran (issue 27) -------------------
 
 PARTS = """
 import os, jax.numpy as jnp, pytest
 
-@pytest.mark.max_hbm("5MB")
+@pytest.mark.max_hbm("50MB")
 def test_a():
     jnp.ones((1_000_000,), jnp.float32).block_until_ready()
 
 @pytest.mark.slow
-@pytest.mark.max_hbm("5MB")
+@pytest.mark.max_hbm("50MB")
 def test_b():
-    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+    jnp.ones((int(os.environ.get("B", 1_000_000)),), jnp.float32).block_until_ready()
     assert not os.environ.get("FAIL_B")
 
-@pytest.mark.max_hbm("5MB")
+@pytest.mark.max_hbm("50MB")
 def test_c():
     jnp.ones((1_000_000,), jnp.float32).block_until_ready()
 """
 OTHER = """
 import jax.numpy as jnp, pytest
 
-@pytest.mark.max_hbm("5MB")
+@pytest.mark.max_hbm("50MB")
 def test_d():
     jnp.ones((1_000_000,), jnp.float32).block_until_ready()
 """
 WHOLE = ["test_other.py::test_d", "test_parts.py::test_a", "test_parts.py::test_b", "test_parts.py::test_c"]
 
 
+def _baseline(pytester):
+    return json.loads((pytester.path / "baseline.json").read_text())
+
+
 def _baseline_tests(pytester):
-    return sorted(json.loads((pytester.path / "baseline.json").read_text())["tests"])
+    return sorted(_baseline(pytester)["tests"])
 
 
 @pytest.fixture
@@ -481,56 +485,61 @@ def parts(pytester):
 
 
 @pytest.mark.parametrize(
-    ("args", "said"),
+    ("args", "kept", "because"),
     [
-        (["-k", "test_b"], "-k 'test_b' deselected 3 of the 4 tests collected"),
-        (["-m", "slow"], "-m 'slow' deselected 3 of the 4 tests collected"),
-        (["-m", "slow", "-k", "b"], "-k 'b' and -m 'slow' deselected 3 of the 4 tests collected"),
-        (["--deselect", "test_parts.py::test_a"], "--deselect deselected 1 of the 4 tests collected"),
-        (["test_parts.py::test_b"], "the run was given test ids (test_parts.py::test_b), not the whole suite"),
-        (["test_parts.py"], "the paths the run was given leave out 1 test of the baseline (test_other.py::test_d)"),
-        (["-n", "2", "-k", "test_b"], "-k 'test_b' deselected 3 of the 4 tests collected"),
+        (["-k", "test_b"], 3, "-k 'test_b'"),
+        (["-m", "slow"], 3, "-m 'slow'"),
+        (["-m", "slow", "-k", "b"], 3, "-k 'b' and -m 'slow'"),
+        (["--deselect", "test_parts.py::test_a"], 1, "--deselect"),
+        (["test_parts.py::test_b"], 3, "test ids given as arguments"),
+        (["test_parts.py"], 1, "the paths it was given"),
+        (["-n", "2", "-k", "test_b"], 3, "-k 'test_b'"),
     ],
 )
-def test_a_narrowed_run_keeps_the_baseline_and_says_what_narrowed_it(parts, args, said):
+def test_a_narrowed_run_keeps_the_tests_it_did_not_run_and_replaces_those_it_ran(
+    parts, monkeypatch, args, kept, because
+):
     if "-n" in args:
         pytest.importorskip("xdist")
-    saved = (parts.path / "baseline.json").read_bytes()
+    last = _baseline(parts)["tests"]
+    monkeypatch.setenv("B", "2000000")  # test_b now holds 8 MB: the baseline must have the run's figure
     result = parts.runpytest_subprocess("-p", "no:randomly", *args)
-    assert result.ret == 0  # the run itself is fine: only the baseline is kept
+    assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            f"tpumem: the baseline {parts.path / 'baseline.json'} was not saved, the last one is kept: {said}; a "
-            "baseline is saved from a run of the whole suite"
+            f"tpumem: the baseline {parts.path / 'baseline.json'} keeps {kept} test{'s' if kept > 1 else ''} of the "
+            f"last one that this run did not run ({because}): a narrowed run replaces only the tests it ran"
         ]
     )
-    assert (parts.path / "baseline.json").read_bytes() == saved
+    now = _baseline(parts)["tests"]
+    assert sorted(now) == WHOLE  # nothing lost
+    ran = [t for t in WHOLE if now[t] != last[t]]
+    assert "test_parts.py::test_b" in ran and now["test_parts.py::test_b"]["peak"] == 8_000_000
+    assert len(WHOLE) - len(ran) == kept  # every other test is the last baseline's, as it was
 
 
-def test_lf_keeps_the_baseline_and_a_whole_run_after_it_replaces_it(parts, monkeypatch):
+def test_lf_keeps_the_tests_it_did_not_rerun(parts, monkeypatch):
     monkeypatch.setenv("FAIL_B", "1")
     parts.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=3, failed=1)
-    saved = (parts.path / "baseline.json").read_bytes()  # a whole run, test_b failed: saved
     result = parts.runpytest_subprocess("-p", "no:randomly", "--lf")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        [
-            "tpumem: the baseline * was not saved, the last one is kept: --lf ran only the 1 test that failed last time; *"
-        ]
+        ["tpumem: the baseline * keeps 3 tests of the last one that this run did not run (--lf)*"]
     )
-    assert (parts.path / "baseline.json").read_bytes() == saved
-    monkeypatch.delenv("FAIL_B")
-    parts.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=4)
-    assert (parts.path / "baseline.json").read_bytes() != saved and _baseline_tests(parts) == WHOLE
+    assert _baseline_tests(parts) == WHOLE
 
 
-def test_paths_that_cover_the_suite_save_it_and_a_removed_files_tests_leave_the_baseline(parts):
+def test_a_whole_run_replaces_the_baseline_and_a_removed_test_leaves_it(parts):
     result = parts.runpytest_subprocess("-p", "no:randomly", ".")  # a path, but the whole suite
     result.stdout.fnmatch_lines([f"tpumem: report written to {parts.path / 'baseline.json'}"])
-    (parts.path / "test_other.py").unlink()  # removed from the suite: its test is not "left out"
+    assert "keeps" not in result.stdout.str()
+    (parts.path / "test_other.py").unlink()  # removed from the suite: not kept, though this run was given a path
     result = parts.runpytest_subprocess("-p", "no:randomly", "test_parts.py")
     result.assert_outcomes(passed=3)
-    assert _baseline_tests(parts) == WHOLE[1:]
-    parts.makepyfile(test_parts=PARTS.replace("def test_c", "def test_renamed"))  # a test renamed in a file it ran
+    assert _baseline_tests(parts) == WHOLE[1:] and "keeps" not in result.stdout.str()
+    parts.makepyfile(test_parts=PARTS.replace("def test_c", "def test_renamed"))  # renamed in a file the run collected
     parts.runpytest_subprocess("-p", "no:randomly", "test_parts.py").assert_outcomes(passed=3)
     assert _baseline_tests(parts) == ["test_parts.py::test_a", "test_parts.py::test_b", "test_parts.py::test_renamed"]
+    parts.makepyfile(test_parts=PARTS.replace('@pytest.mark.max_hbm("50MB")\ndef test_a', "def test_a"))
+    parts.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=3)  # test_a no longer measured
+    assert _baseline_tests(parts) == ["test_parts.py::test_b", "test_parts.py::test_c"]

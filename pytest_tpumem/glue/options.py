@@ -270,7 +270,8 @@ OPTIONS = (
     Option(
         "tpumem_save",
         "write a baseline for --tpumem-compare: the same JSON as --tpumem-json (the only option that overwrites one); "
-        "a run narrowed by -k, -m, --deselect, --lf, test ids or paths, or cut short, keeps the last one",
+        "a run narrowed by -k, -m, --deselect, --lf, test ids or paths replaces only the tests it ran; a run cut short "
+        "keeps the last one",
         to_path,
     ),
     Option(

@@ -82,21 +82,32 @@ class Reporter:
         self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
         self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
         self._comparison: Any = None  # the run against the baseline, made once at the end
-        self.deselected = 0  # tests -k, -m, --deselect, --lf, --sw deselected (here)
+        self.deselected: set[str] = set()  # tests -k, -m, --deselect, --lf, --sw deselected (in the workers too)
         self.collected_ids: set[str] = set()  # the tests collected, deselected ones included
-        self.worker_partial = ""  # pytest-xdist controller: why a worker's selection was part of the suite
+        self.partial_files = ""  # why the run collected only some tests of a file (decisions.partial.Selection)
+        self.kept = ""  # what the saved baseline kept of the last one, said in the summary
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        self.deselected += len(items)
-        self.collected_ids.update(i.nodeid for i in items)
+        self.deselected.update(i.nodeid for i in items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """pytest-xdist controller: the tests a worker collected (it collects, the controller does not)."""
         self.collected_ids.update(ids)
 
+    def _partial_files(self) -> str:
+        """Why this process's run collected only some tests of a file: test ids given as arguments,
+        or --lf rerunning last failures ("" where neither)."""
+        config = self.config
+        if any("::" in a for a in config.args):
+            return "test ids given as arguments"
+        lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's cacheprovider: --lf narrows without deselecting
+        if config.getoption("lf", False) and getattr(lf, "_previously_failed_count", 0):
+            return "--lf"
+        return self.partial_files
+
     def _selection(self, session: pytest.Session) -> Any:
-        """What this process's run selected of what it collected (decisions.partial.Selection)."""
+        """What the run selected of what it collected (decisions.partial.Selection)."""
         from ..decisions.partial import Selection
 
         config = self.config
@@ -111,34 +122,47 @@ class Reporter:
             )
             if value
         ]
-        lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's cacheprovider: --lf narrows without deselecting
-        reran = getattr(lf, "_previously_failed_count", 0) if config.getoption("lf", False) else 0
-        ids = tuple(a for a in config.args if "::" in a)
-        collected = {i.nodeid for i in session.items} | self.collected_ids
-        return Selection(
-            len(collected), self.deselected, tuple(narrowing), int(reran or 0), ids, self._left_out(collected)
-        )
+        collected = {i.nodeid for i in session.items} | self.collected_ids | self.deselected
+        return Selection(frozenset(collected), frozenset(self.deselected), tuple(narrowing), self._partial_files())
 
-    def _left_out(self, collected: set[str]) -> tuple[str, ...]:
-        """The last baseline's tests that the paths given as arguments left out (none where the run
-        was given no argument, or the last baseline cannot be read or was taken from another rootdir)."""
+    def _baseline(self, session: pytest.Session, path: str) -> Report:
+        """The report --tpumem-save writes: this run's tests, and those of the last baseline at the
+        path that the run did not run but are still in the suite (decisions.partial.kept). A last
+        baseline that cannot be read, or was taken from another rootdir, is replaced whole."""
         import os
 
-        from ..decisions.partial import left_out
-        from ..telling.report import ReportError, read
+        from ..decisions.entry import LedgerTests
+        from ..decisions.partial import kept, kept_because
+        from ..telling import report as reports
 
-        path = self.settings.save_path
-        if path is None or self.config.args_source != pytest.Config.ArgsSource.ARGS or not os.path.isfile(path):
-            return ()
+        data = self.report()
+        if not os.path.isfile(path):
+            return data
         try:
-            last = read(path)
-        except ReportError:
-            return ()
+            last = reports.read(path)
+        except reports.ReportError:
+            return data
         root = self.config.rootpath
         if last.rootdir and os.path.realpath(last.rootdir) != os.path.realpath(root):
-            return ()
-        files = {nodeid.split("::", 1)[0] for nodeid in collected}
-        return left_out(last.tests, files, lambda file: (root / file).exists())
+            return data
+        selection = self._selection(session)
+
+        def exists(file: str) -> bool:
+            return (root / file).exists()
+
+        tests = kept(last.tests, set(data.tests), selection, exists)
+        ledger = data.ledger
+        lines: tuple[str, ...] = ()
+        if ledger is not None and last.ledger is not None:
+            lines = kept(last.ledger.tests, set(ledger.tests), selection, exists)
+            ledger = LedgerTests(
+                ledger.threshold, {**{t: last.ledger.tests[t] for t in lines}, **ledger.tests}, ledger.crashed
+            )
+        if not tests and not lines:
+            return data
+        self.kept = reports.baseline_kept(path, len(set(tests) | set(lines)), kept_because(selection))
+        merged = {**{t: last.tests[t] for t in tests}, **data.tests}
+        return reports.build(merged, data.context, data.processes, ledger)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Which baseline test each collected test is, whatever rootdir either run had."""
@@ -175,9 +199,8 @@ class Reporter:
             workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
             workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
             workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
-            from ..decisions.partial import partial
-
-            workeroutput["tpumem_partial"] = partial(self._selection(session))
+            workeroutput["tpumem_deselected"] = sorted(self.deselected)
+            workeroutput["tpumem_partial_files"] = self._partial_files()
             return  # the controller writes the reports
         comparison = self.comparison()
         if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
@@ -265,7 +288,7 @@ class Reporter:
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
         ledger = self.report().ledger
         read = bool(self.rows) or (ledger is not None and bool(ledger.tests))
-        cut_short = _cut_short(session) or (not read and "it measured no test") or self._partial(session)
+        cut_short = _cut_short(session) or (not read and "it measured no test")
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)
             self.write_errors.append(baseline_not_saved(self.settings.save_path, cut_short))
@@ -278,13 +301,13 @@ class Reporter:
         data = self.report()
         context = data.context
         for path in paths:
-            html = path == self.settings.html_path
+            html, saved = path == self.settings.html_path, path == self.settings.save_path
             path = reports.process_path(path, context["process_index"], context["process_count"])
             try:
                 if html:
                     self._write_page(path)
                 else:
-                    reports.write(data, path)
+                    reports.write(self._baseline(session, path) if saved else data, path)
             except OSError as e:
                 self.write_errors.append(report_not_written(path, e))
                 if session.exitstatus == 0:
@@ -293,15 +316,6 @@ class Reporter:
                 self.written.append(path)
                 if html:
                     self.page = path
-
-    def _partial(self, session: pytest.Session) -> str:
-        """Why the run took only part of the suite, a baseline's remedy said ("" where it took the whole)."""
-        if self.settings.save_path is None:
-            return ""
-        from ..decisions.partial import partial
-
-        why = partial(self._selection(session)) or self.worker_partial
-        return f"{why}; a baseline is saved from a run of the whole suite" if why else ""
 
     def _write_page(self, path: str) -> None:
         """--tpumem-html: the run's page (telling.html), with the baseline comparison where there is one."""
@@ -323,7 +337,8 @@ class Reporter:
         self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
         self.not_swept.update(output.get("tpumem_not_swept", ()))
         self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
-        self.worker_partial = self.worker_partial or str(output.get("tpumem_partial") or "")
+        self.deselected.update(output.get("tpumem_deselected", ()))
+        self.partial_files = self.partial_files or str(output.get("tpumem_partial_files") or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from ..telling.rows import summary_lines
@@ -366,7 +381,7 @@ class Reporter:
             if not self.settings.compare_fail:
                 lines.append(COMPARE_NOT_ENFORCED)
         lines += [page_written(p) if p == self.page else report_written(p) for p in self.written]
-        return lines
+        return lines + ([self.kept] if self.kept else [])
 
     def _backend_lines(self) -> list[str]:
         backends = dict(self.worker_backends)

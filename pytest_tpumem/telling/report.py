@@ -78,6 +78,15 @@ def process_path(path: str, index: int, count: int) -> str:
     return f"{root}.process-{index}-of-{count}{ext or '.json'}"
 
 
+def baseline_kept(path: str, n: int, because: str) -> str:
+    """What a baseline saved from a narrowed run kept of the last one (decisions.partial.kept)."""
+    tests = "test" if n == 1 else "tests"
+    return (
+        f"tpumem: the baseline {path} keeps {n} {tests} of the last one that this run did not run "
+        f"({because}): a narrowed run replaces only the tests it ran"
+    )
+
+
 MAX_BYTES = 1 << 30  # a report larger than this is not one pytest-tpumem wrote
 
 
