@@ -25,6 +25,7 @@ from .decisions.peak import PeakReport
 from .measuring.leak import LeakRuns
 from .measuring.peak import PeakWatch
 from .readings import devices as device_readings
+from .readings.jaxcompat import Unavailable
 from .telling.results import message, section
 from .units import parse_size
 
@@ -88,6 +89,24 @@ def check_leaks(
     runner = LeakRuns(fn, args, kwargs, devices, clear_caches, progress)
     with runner:
         runs = runner.measure(warmup, iterations, profile)
+        programs_confirmed_by = 0
+        if iterations < leak.MIN_PROGRAM_RUNS and runner.kept_new():  # one run cannot show the cache growing
+            programs_confirmed_by = max(leak.MIN_PROGRAM_RUNS - iterations, defaults.CONFIRM_RUNS)
+            total, step, more = warmup + iterations, runner.progress, programs_confirmed_by
+            try:
+                runner.confirm_programs(more, lambda done: step(total + done, total + more))
+            except Exception:  # code that cannot run again: the new programs of one run are not judged
+                programs_confirmed_by = 0
+        kept = runner.programs_kept()  # every program the check held is let go of
+        runs.new_programs = kept if iterations >= leak.MIN_PROGRAM_RUNS or programs_confirmed_by else []
+        if leak.kept_in_every_iteration(runs.new_programs):  # held by what the code keeps, or by jax alone?
+            try:
+                held = runner.not_held_by_jax_alone(runs.new_programs)
+            except Unavailable as e:  # cannot be told apart on this jax: not judged, and said
+                held, runs.programs_unjudged = [], str(e)
+            still = {m.key for made in held for m in made}
+            runs.held_by_jax = [[m for m in made if m.key not in still] for made in runs.new_programs] if held else []
+            runs.new_programs = held
         report = leak.judge(
             runs,
             iterations,
@@ -97,10 +116,9 @@ def check_leaks(
             capacity,
             clear_caches,
             confirm_cleared,
-            runner.held_before_by_site,
-            runner.held_by_site,
+            programs_confirmed_by,
         )
-        runs_after_baseline = iterations  # runs whose arrays can be leak sites
+        runs_after_baseline = iterations + programs_confirmed_by  # runs whose arrays can be leak sites
         if leak.to_confirm(report):
             more = max(iterations, defaults.CONFIRM_RUNS)
             total = warmup + iterations

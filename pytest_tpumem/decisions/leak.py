@@ -32,9 +32,13 @@ What the caches held before the check is then in none of the confirmation's read
 never credited against a growth.
 
 Where a device leaks, the report says what leaked and where: the arrays made after the warmup and
-still alive after the last iteration, grouped by the user's line that made them. With
-``clear_caches=False``, a program compiled anew and kept in every iteration is a leak of its own
-(the compile cache grows), whatever the threshold. With ``clear_caches=True``, what clearing freed
+still alive after the last iteration, grouped by the user's line that made them. With jax's caches
+kept between runs (``clear_caches=False``, and the sweep), a program new to every run after the
+warmup and still held by jax's caches at the end is a leak of its own (the compile cache grows with
+every call), whatever the threshold. "New to a run" means that no earlier run of the check ran or
+compiled it, whether the run compiled it or an earlier test did (so the verdict does not depend on
+which tests ran first); with one iteration (the sweep), the new programs it kept are confirmed by
+``defaults.CONFIRM_RUNS`` more runs with the caches kept before the rule judges them. With ``clear_caches=True``, what clearing freed
 after each run (the caches' residue) is reported: what a pipeline's second run would find taken.
 Host RSS is judged with the threshold, with a threshold of its own (``host="200MB"``), or not at
 all (``host=False``: read and shown only).
@@ -46,7 +50,6 @@ The runs are made and read by measuring.leak; this module judges what they read 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -170,39 +173,40 @@ def host_sites(grown: list[tuple[Any, int, int]], top: int = 5) -> tuple[HostSit
 
 @dataclass(frozen=True)
 class KeptProgram:
-    """A program compiled anew, and kept by jax's caches, in every measured iteration."""
+    """A program new to every run after the warmup (compiled then, or by an earlier test) and still
+    held by jax's caches at the end."""
 
     name: str  # "jit_step"
     site: Any  # readings.frames.Frame that compiled it, or None
-    per_iteration: int  # copies compiled and kept per iteration (the fewest of any iteration)
+    per_iteration: int  # new copies held per run (the fewest of any run)
+    earlier: int = 0  # of them, how many were compiled before the check (by an earlier test)
 
 
-def kept_in_every_iteration(
-    runs: list[list[Any]],
-    before: dict[Any, int] | Callable[[], dict[Any, int]] | None = None,
-    after: dict[Any, int] | Callable[[], dict[Any, int]] | None = None,
-) -> tuple[KeptProgram, ...]:
-    """The programs (name, line) compiled in every iteration (readings.programs.ProgramMade per run)
-    whose line holds at least one more executable per iteration at the end than at the baseline
-    (``before``/``after``: executables held by line, or a function that counts them, called only
-    where some program was compiled in every iteration: counting reads every executable's
-    traceback): jax's compile cache grows. A program compiled again but replacing the last one (the
-    cache stays the size it was) is not growth; neither is anything seen in a single iteration."""
-    if len(runs) < 2 or not all(runs):
+def kept_in_every_iteration(runs: list[list[Any]]) -> tuple[KeptProgram, ...]:
+    """The programs (name, line) new to every run after the warmup and still held at the end
+    (readings.programs.ProgramMade per run, as measuring.leak.NewPrograms gives them): jax's
+    compile cache grows with every call. A program new to one run only (a branch taken once, a
+    cache filled once) is not growth; neither is one the cache let go of (it is not in the lists),
+    and one run alone cannot show it."""
+    if len(runs) < MIN_PROGRAM_RUNS or not all(runs):
         return ()
-    counts = []
+    counts: list[dict[tuple[str, Any], int]] = []
+    earlier: dict[tuple[str, Any], int] = {}
     for made in runs:
         c: dict[tuple[str, Any], int] = {}
         for m in made:
-            c[(m.name, m.site)] = c.get((m.name, m.site), 0) + 1
+            key = (m.name, m.site)
+            c[key] = c.get(key, 0) + 1
+            earlier[key] = earlier.get(key, 0) + (1 if m.earlier else 0)
         counts.append(c)
     every = set(counts[0]).intersection(*counts[1:])
-    if not every:
-        return ()
-    before = (before() if callable(before) else before) or {}
-    after = (after() if callable(after) else after) or {}
-    grown = {key for key in every if after.get(key[1], 0) - before.get(key[1], 0) >= len(runs)}
-    return tuple(KeptProgram(name, site, min(c[(name, site)] for c in counts)) for name, site in sorted(grown, key=str))
+    return tuple(
+        KeptProgram(name, site, min(c[(name, site)] for c in counts), earlier[(name, site)])
+        for name, site in sorted(every, key=str)
+    )
+
+
+MIN_PROGRAM_RUNS = 2  # runs after the warmup that must each hold a new program before the cache is said to grow
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,11 @@ class LeakReport:
     series: tuple[Series, ...]
     sites: tuple[LeakSite, ...] = ()  # where a device leaked: what survived, by the line that made it
     compiled: tuple[int, ...] = ()  # programs compiled in each measured iteration
-    kept_programs: tuple[KeptProgram, ...] = ()  # clear_caches=False: compiled anew and kept in every iteration
+    kept_programs: tuple[KeptProgram, ...] = ()  # caches kept: new to every run after the warmup and held at the end
+    programs_confirmed_by: int = 0  # caches kept, one iteration: the runs that confirmed its new programs
+    held_by_jax: tuple[KeptProgram, ...] = ()  # new to every run, but held by jax's own value-keyed caches alone:
+    # eager control flow over a function made anew each call (compiled every time; jax bounds them): not a leak
+    programs_unjudged: str = ""  # programs new to every run could not be judged on this jax: why
     host_sites: tuple[HostSite, ...] = ()  # where only the host leaked: what one more, traced run left, by line
     host_trace_error: str = ""  # where that one more run raised: the code could not run again
     cache_residue: dict[str, int] = field(default_factory=dict)  # clear_caches=True: the most jax.clear_caches()
@@ -254,9 +262,9 @@ class LeakReport:
 
     @property
     def cache_grows(self) -> bool:
-        """Programs were compiled anew and kept in every iteration: jax's compile cache grows (a
-        leak of its own, except where a growth is confirmed after clearing: then only bytes count)."""
-        return bool(self.kept_programs) and not self.confirmed_cleared
+        """Programs new to every run after the warmup are still held by jax's caches: the compile
+        cache grows with every call, a leak of its own whatever its bytes."""
+        return bool(self.kept_programs)
 
     @property
     def leaking(self) -> bool:
@@ -336,13 +344,12 @@ def judge(
     capacity: tuple[int, str] | None = None,
     clear_caches: bool = True,
     confirm_cleared: bool = False,
-    held_before: Callable[[], dict[Any, int]] | None = None,
-    held_after: Callable[[], dict[Any, int]] | None = None,
+    programs_confirmed_by: int = 0,
 ) -> LeakReport:
     """The report of the measured runs (measuring.leak): a series per source read at every point.
     ``capacity``: (bytes, where from) for a device that reports no ``bytes_limit`` (a TPU target's
-    usable HBM). ``held_before``/``held_after``: the executables jax's caches held by line at the
-    baseline and now (kept caches only; counted only where a program was compiled in every iteration)."""
+    usable HBM). ``programs_confirmed_by``: runs after the iterations whose new programs
+    (``runs.new_programs``) were read too (caches kept)."""
     points = runs.points
     series = []
     for name, (_, limit) in points[0].items():
@@ -362,7 +369,10 @@ def judge(
         threshold,
         tuple(series),
         compiled=runs.compiled,
-        kept_programs=() if clear_caches else kept_in_every_iteration(runs.made, held_before, held_after),
+        kept_programs=() if clear_caches else kept_in_every_iteration(runs.new_programs),
+        programs_confirmed_by=programs_confirmed_by,
+        held_by_jax=kept_in_every_iteration(runs.held_by_jax),
+        programs_unjudged=runs.programs_unjudged,
         cache_residue=runs.residue,
         clear_caches=clear_caches,
         confirmed_cleared=confirm_cleared,

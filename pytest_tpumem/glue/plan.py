@@ -90,13 +90,15 @@ def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]
 
 def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
     """A marker's leak check; else, under --tpumem-leak-check=all, the sweep's (its own defaults:
-    fewer runs, for every test pays them); None for a test exempted with leak_check(False)."""
+    fewer runs, for every test pays them); None for a test exempted with leak_check(False), and for
+    a test that calls the leak_check fixture (its own check judges what it checks: run again by the
+    sweep, the check inside would run its code 2-4 times over and judge a different state each time)."""
     from .. import defaults
 
     mark = markers.closest(item, "leak_check")
     if mark is None:
-        if settings.leak_check != "all":
-            return None
+        if settings.leak_check != "all" or "leak_check" in getattr(item, "fixturenames", ()):
+            return None  # a test that calls the leak_check fixture is judged by its own check, not swept
         return LeakOptions(
             defaults.SWEEP_ITERATIONS,
             defaults.SWEEP_WARMUP,

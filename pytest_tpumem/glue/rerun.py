@@ -68,14 +68,23 @@ class Reruns:
         self.runs = 0
         self.kept = _PerTest(item)
         self.raised: BaseException | None = None  # what the test's own code raised: anything else is the plugin's
+        self._prepared = False  # before_run() ran for the next run
 
-    def __call__(self) -> Any:
-        self.runs += 1
-        if self.runs > 1:
+    def before_run(self) -> None:
+        """Before a run after the first: unittest's tearDown and setUp, and what pytest keeps per
+        test put back. measuring.leak calls it before it watches the run (``before_run`` of the
+        function it runs), so that what they run is not taken for the body's programs."""
+        if self.runs >= 1 and not self._prepared:
             if self.between is not None:
                 self.between()
             self.kept.reset()
-        elif self.after_first is not None:
+            self._prepared = True
+
+    def __call__(self) -> Any:
+        self.before_run()
+        self._prepared = False
+        self.runs += 1
+        if self.runs == 1 and self.after_first is not None:
             try:
                 return self._run()
             finally:

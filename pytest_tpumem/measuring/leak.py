@@ -5,8 +5,13 @@ work (its result, every live array still being computed, effects, and the progra
 it dropped: readings.inflight), collects the garbage, clears jax's caches where asked, and reads
 one *point*: per device the bytes of live arrays and the runtime's bytes in use where it reports
 them, and on the host malloc's bytes, the rest of RSS (``host other``) and RSS itself. It also
-keeps what the runs compiled, what clearing the caches freed, and which live arrays each run made,
-so that the lines that made a leak can be named once a leak is found.
+keeps how many programs each run compiled, what clearing the caches freed, and which live arrays
+each run made, so that the lines that made a leak can be named once a leak is found.
+
+Where jax's caches are kept between runs (``clear_caches=False``, the whole-suite sweep), it also
+keeps, per run after the warmup, the programs the run ran or compiled that no earlier run of the
+check had (``NewPrograms``): whether compiled now or by an earlier test, a program new to every run
+and still held by jax at the end is one the code asks jax to compile on every call.
 
 While it runs (``with LeakRuns(...)``), everything alive before is moved out of the collector's
 sight (gc.freeze): each collection then scans only what the runs created.
@@ -21,8 +26,10 @@ from typing import Any
 
 from ..readings import devices as device_readings
 from ..readings import host as host_readings
-from ..readings import programs
+from ..readings import jaxcompat, programs
 from ..readings.arrays import ArrayBirths, describe
+from ..readings.executions import ProgramsRan
+from ..readings.jaxcompat import Unavailable
 
 HOST_MALLOC = "host malloc"  # bytes the C allocator has handed out (readings.host.malloc_figures)
 HOST_OTHER = "host other"  # RSS outside malloc's heaps: Python's small objects, memory mapped directly
@@ -102,17 +109,99 @@ def read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> Poin
 @dataclass
 class Runs:
     """What the measured runs read: a point after the baseline and after each iteration, and per
-    iteration the programs it compiled; what clearing the caches freed at most, per device and
-    "host"; jax's device-memory profiles where asked for (after the warmup, after the last run)."""
+    iteration how many programs it compiled; what clearing the caches freed at most, per device and
+    "host"; jax's device-memory profiles where asked for (after the warmup, after the last run).
+    With the caches kept: per run after the warmup (the iterations, then any run that confirmed
+    them), the programs new to it that jax still held at the end (readings.programs.ProgramMade)."""
 
     points: list[Point]
-    made: list[list[Any]]  # per iteration: readings.programs.ProgramMade of what it compiled
+    compiled: tuple[int, ...]
     residue: dict[str, int] = field(default_factory=dict)
     profiles: tuple[bytes, ...] = ()
+    new_programs: list[list[Any]] = field(default_factory=list)
+    held_by_jax: list[list[Any]] = field(default_factory=list)  # of those, per run, what jax alone held
+    programs_unjudged: str = ""  # why jax's own holding could not be told apart (this jax lacks the means)
 
-    @property
-    def compiled(self) -> tuple[int, ...]:
-        return tuple(len(m) for m in self.made)
+
+class NewPrograms:
+    """The programs each run ran or compiled that no earlier run of the check had, and which of
+    them jax still holds (caches kept between runs only).
+
+    Every program a run ran or compiled is held here until the end of the check, so that no other
+    executable can take its id meanwhile (jax's executables take no weak reference). A run's new
+    programs are let go of once it has ended, and those jax still holds are held again: a program
+    the code made for one call only (a closure's, dying with it) is then gone from the check. At
+    the end every one is let go of, and a run's new programs count only where jax still holds them
+    then: a cache that replaces its last program does not grow."""
+
+    def __init__(self, devices: list[Any]):
+        self.devices = devices
+        self._seen: dict[int, Any] = {}  # every program run or compiled by a run so far, held
+        self._new: list[dict[int, bool]] = []  # per judged run: id -> compiled before the check began
+        self._pending: dict[int, bool] = {}  # the last run's new programs, let go of until it is cleaned up
+
+    def run(self, call: Callable[[], None], judged: bool) -> int:
+        """``call()`` watched; the number of programs it compiled. ``judged``: a run after the
+        warmup, whose new programs are kept for the rule (the warmup's are only remembered)."""
+        before = programs.held_now(self.devices) or []
+        known = {id(e) for e in before}
+        watch: ProgramsRan | None = ProgramsRan()
+        try:
+            watch.__enter__()  # type: ignore[union-attr]
+        except Unavailable:
+            watch = None
+        try:
+            call()
+        finally:
+            if watch is not None:
+                watch.__exit__(None, None, None)
+        ran = list(watch.executables.values()) if watch is not None else []
+        del watch
+        listed = programs.held_now(self.devices) or []
+        compiled = [e for e in listed if id(e) not in known]
+        new = {id(e): e for e in (*ran, *compiled) if id(e) not in self._seen}
+        if judged:  # let go of, and read after the cleanup; a new program held before the run was
+            # compiled before the check (one compiled by an earlier run is in _seen, or was let go of and died)
+            self._pending = {i: i in known for i in new}
+        else:
+            self._seen.update(new)
+        del before, listed, ran, new
+        return len(compiled)
+
+    def after_cleanup(self) -> None:
+        """After the run's cleanup: its new programs that jax still holds are held again."""
+        pending, self._pending = self._pending, {}
+        live = {id(e): e for e in programs.held_now(self.devices) or []}
+        kept = {i: earlier for i, earlier in pending.items() if i in live}
+        self._seen.update((i, live[i]) for i in kept)
+        self._new.append(kept)
+
+    def kept_new(self) -> bool:
+        """Whether the last judged run's new programs are still held by jax (read after its cleanup)."""
+        return bool(self._new and self._new[-1])
+
+    def finish(self) -> list[list[Any]]:
+        """Let go of every program, then per judged run its new programs jax still holds
+        (readings.programs.ProgramMade, read only for those)."""
+        held = {i for new in self._new for i in new}
+        self._seen.clear()  # what only this check held dies now (by reference counting)
+        live = {id(e): e for e in programs.held_now(self.devices) or [] if id(e) in held}
+        out = [
+            [programs.program_made(live[i], earlier) for i, earlier in new.items() if i in live] for new in self._new
+        ]
+        self._new = []
+        return out
+
+    def not_held_by_jax_alone(self, runs: list[list[Any]]) -> list[list[Any]]:
+        """``runs`` (finish()'s lists) less the programs that jax alone held: those that die once
+        jax's value-keyed caches are emptied (readings.jaxcompat.clear_value_caches: the programs of
+        eager control flow over a function made anew, which jax bounds itself). What stays is held
+        by what the code keeps (a jit it keeps, a compiled program in a list, a jit's own cache of a
+        function it keeps). Empties those caches: call it only for programs that would be judged."""
+        jaxcompat.clear_value_caches()
+        gc.collect()
+        live = {id(e) for e in programs.held_now(self.devices) or []}
+        return [[m for m in made if m.key in live] for made in runs]
 
 
 class LeakRuns:
@@ -134,7 +223,7 @@ class LeakRuns:
         self.progress = progress or (lambda done, total: None)
         self.births = ArrayBirths()
         self.runs = 0  # measured runs made so far (the warmup's not counted)
-        self._held_before: list[Any] | None = None
+        self.new_programs = None if clear_caches else NewPrograms(devices)
         self._frozen = False
 
     def __enter__(self) -> LeakRuns:
@@ -157,43 +246,74 @@ class LeakRuns:
     def _run(self) -> None:
         settle(self.fn(*self.args, **self.kwargs))
 
+    def _prepare(self) -> None:
+        """What ``fn`` asks to do before each run, unwatched (``fn.before_run``: a unittest method's
+        tearDown and setUp between two runs, glue.rerun.Reruns)."""
+        before_run = getattr(self.fn, "before_run", None)
+        if callable(before_run):
+            before_run()
+
+    def _counted(self, judged: bool) -> int:
+        """One run; the programs it compiled (with the caches kept, its new programs are kept too)."""
+        if self.new_programs is not None:
+            self._prepare()
+            return self.new_programs.run(self._run, judged)
+        before = programs.held_now(self.devices)
+        self._run()
+        known = {id(e) for e in before or []}
+        del before
+        return sum(1 for e in programs.held_now(self.devices) or [] if id(e) not in known)
+
     def measure(self, warmup: int, iterations: int, profile: bool = False) -> Runs:
         """``warmup`` runs, a baseline, then ``iterations`` runs, each read."""
         total = warmup + iterations
         for done in range(1, warmup + 1):
-            self._run()
+            self._counted(judged=False)
             cleanup(self.clear_caches)
             self.progress(done, total)
         if warmup == 0:
             cleanup(self.clear_caches)
         points = [read(self.devices, self.births.visitor(0))]  # what is alive now is not the runs' doing
         first_profile = device_readings.memory_profile() if profile else None
-        # Where the caches are kept, what they hold now is held until the check ends.
-        self._held_before = programs.held_now(self.devices) if not self.clear_caches else None
-        made: list[list[Any]] = []
+        compiled: list[int] = []
         most: dict[str, int] = {}
         for done in range(warmup + 1, total + 1):
-            before = programs.held_now(self.devices)  # held through the run: no new program can take their ids
-            self._run()
-            new = programs.compiled_since(self.devices, before)
-            del before
+            compiled.append(self._counted(judged=True))
             freed = cleanup(self.clear_caches, self.devices)
+            if self.new_programs is not None:
+                self.new_programs.after_cleanup()
             self.runs += 1
             points.append(read(self.devices, self.births.visitor(self.runs)))
-            made.append(new)
             for label, n in residue(freed, points[-1]).items():
                 most[label] = max(most.get(label, 0), n)
             self.progress(done, total)
         last_profile = device_readings.memory_profile() if profile else None
-        return Runs(points, made, most, tuple(p for p in (first_profile, last_profile) if p is not None))
+        return Runs(points, tuple(compiled), most, tuple(p for p in (first_profile, last_profile) if p is not None))
 
-    def held_before_by_site(self) -> dict[Any, int]:
-        """Executables the caches held at the baseline, by the line that compiled them (kept caches only)."""
-        return programs.count_by_site(self._held_before or [])
+    def kept_new(self) -> bool:
+        """With the caches kept: whether the last run's new programs are still held by jax."""
+        return self.new_programs is not None and self.new_programs.kept_new()
 
-    def held_by_site(self) -> dict[Any, int]:
-        """Executables the caches hold now, by the line that compiled them."""
-        return programs.held_by_site(self.devices)
+    def confirm_programs(self, runs: int, progress: Callable[[int], None]) -> None:
+        """``runs`` more runs with the caches kept, each one's new programs kept as the iterations' were."""
+        assert self.new_programs is not None  # only with the caches kept
+        for done in range(runs):
+            self._prepare()
+            self.new_programs.run(self._run, judged=True)
+            cleanup(False)
+            self.new_programs.after_cleanup()
+            self.runs += 1
+            progress(done + 1)
+
+    def not_held_by_jax_alone(self, runs: list[list[Any]]) -> list[list[Any]]:
+        """``runs`` less the programs jax alone held (NewPrograms.not_held_by_jax_alone)."""
+        assert self.new_programs is not None  # only with the caches kept
+        return self.new_programs.not_held_by_jax_alone(runs)
+
+    def programs_kept(self) -> list[list[Any]]:
+        """Per judged run, its new programs jax still holds now; [] with the caches cleared. Every
+        program the check held is let go of: call it once the caches-kept runs are over."""
+        return self.new_programs.finish() if self.new_programs is not None else []
 
     def confirm(self, last: Point, runs: int, clear: bool, progress: Callable[[int], None]) -> list[Point]:
         """``runs`` more runs, read as the first ones were (jax's caches cleared after each where

@@ -37,6 +37,7 @@ class Buffer:
     op: str  # jax's name for the operation: "jit(step)/dot_general", or the argument's name
     source: str  # "test_model.py:42 (step)", where jax recorded one
     converted_from: str = ""  # a float32 (or wider) value converted from this narrower float dtype: an upcast
+    programs: tuple[str, ...] = ()  # the programs that make it, or take it as an argument ("jit_step")
 
 
 def _kind(header: str) -> str:

@@ -132,10 +132,33 @@ class ExecutionWatch:
         self._note(device_readings.read_used(self.devices), "transfer")
 
 
+class ProgramsRan:
+    """``with ProgramsRan() as ran: ...`` then ``ran.executables``: every program run meanwhile
+    (id -> LoadedExecutable), held until it is dropped, and nothing read. It costs what any watch
+    costs: jax's C++ fast path is off while it is on. Raises jaxcompat.Unavailable on entering
+    where this jax cannot be watched."""
+
+    def __init__(self) -> None:
+        self.executables: dict[int, Any] = {}
+
+    def __enter__(self) -> ProgramsRan:
+        _start(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _stop(self)
+
+    def before_program(self, executable: Any, need: Need | None, arguments: int) -> None:
+        self.executables.setdefault(id(executable), executable)
+
+    def after_transfer(self, nbytes: int) -> None:
+        pass
+
+
 # --- the hooks, installed while at least one watch is on ----------------------------------------
 
 _lock = threading.Lock()
-_active: list[ExecutionWatch] = []
+_active: list[ExecutionWatch | ProgramsRan] = []
 _undo: list[Callable[[], None]] = []  # while a watch is active: what puts jax's functions back
 _needs: weakref.WeakKeyDictionary[Any, Need | None] = weakref.WeakKeyDictionary()
 
@@ -199,14 +222,14 @@ def _transferring(original: Callable[..., Any]) -> Callable[..., Any]:
     return transfer
 
 
-def _start(watch: ExecutionWatch) -> None:
+def _start(watch: ExecutionWatch | ProgramsRan) -> None:
     with _lock:
         if not _active:
             _install()
         _active.append(watch)
 
 
-def _stop(watch: ExecutionWatch) -> None:
+def _stop(watch: ExecutionWatch | ProgramsRan) -> None:
     with _lock:
         if watch in _active:
             _active.remove(watch)

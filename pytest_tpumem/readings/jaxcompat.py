@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,9 @@ BACKEND_STATE = "backend state"  # jax._src.xla_bridge.backends_are_initialized:
 # jax._src.source_info_util: a program tpumem compiles names the user's lines, not tpumem's
 SOURCE_LINES = "source lines"
 PROGRAM_RUNS = "program runs"  # pjit's fast-path data, ExecuteReplicated.__call__, device_put's impl: each run read (readings.executions)
-FEATURES = (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES, PROGRAM_RUNS)
+# jax._src.util._caches and jaxlib's weak-keyed cache types: which programs jax alone holds (clear_value_caches)
+VALUE_CACHES = "value-keyed caches"
+FEATURES = (COMPILED_PROGRAMS, PROGRAM_CAPTURE, RETARGETING, BACKEND_STATE, SOURCE_LINES, PROGRAM_RUNS, VALUE_CACHES)
 
 
 class Unavailable(RuntimeError):
@@ -78,6 +81,13 @@ def _missing(feature: str) -> str | None:
                 "jax._src.pjit._get_fastpath_data, pxla.ExecuteReplicated, dispatch._batched_device_put_impl "
                 "and PjitFunctionCache.clear_all"
             )
+        elif feature == VALUE_CACHES:
+            from jax._src import util
+
+            ok = isinstance(getattr(util, "_caches", None), dict | weakref.WeakKeyDictionary) and bool(
+                _weak_cache_types()
+            )
+            need = "jax._src.util._caches and jaxlib's WeakrefLRUCache"
         else:
             raise ValueError(feature)
     except ImportError as e:
@@ -157,6 +167,33 @@ def live_executables(client: Any) -> list[Any] | None:
         return list(fn())
     except Exception:
         return None
+
+
+def _weak_cache_types() -> tuple[type, ...]:
+    """jaxlib's cache types keyed by a weak reference to their first argument (a function, a jaxpr)."""
+    try:
+        from jaxlib import weakref_lru_cache as lib
+    except ImportError:
+        return ()
+    return tuple(
+        t for t in (getattr(lib, n, None) for n in ("WeakrefLRUCache", "MultiWeakrefLRUCache")) if isinstance(t, type)
+    )
+
+
+def clear_value_caches() -> None:
+    """Empty jax's caches keyed by values alone (``util.cache``: the programs of eager operations
+    and control flow, keyed by their jaxpr and parameters, at most 4096 a cache), leaving the ones
+    keyed by a weak reference to a function or jaxpr the code may still hold, and jit's own. What
+    dies then was held by jax alone, in caches it bounds itself. Unavailable where this jax lacks them."""
+    reason = _missing(VALUE_CACHES)
+    if reason is not None:
+        raise Unavailable(f"{VALUE_CACHES} unavailable: {reason}")
+    from jax._src import util
+
+    weak = _weak_cache_types()
+    for cache in list(util._caches.keys()):
+        if not isinstance(cache, weak) and callable(getattr(cache, "cache_clear", None)):
+            cache.cache_clear()
 
 
 # --- program runs --------------------------------------------------------------------------------

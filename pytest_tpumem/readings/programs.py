@@ -5,7 +5,7 @@ private to jaxlib (see jaxcompat); where this jax cannot, the readings say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import jaxcompat
@@ -23,7 +23,7 @@ def program_buffers(executables: list[Any]) -> tuple[Any, ...]:
     for exe in executables:
         try:
             for module in exe.hlo_modules():
-                out.extend(hlo_buffers(module.to_string()))
+                out.extend(replace(b, programs=(module.name,)) for b in hlo_buffers(module.to_string()))
         except Exception:
             continue
     return tuple(out)
@@ -37,10 +37,12 @@ def program_name(exe: Any) -> str:
 
 @dataclass(frozen=True)
 class ProgramMade:
-    """A program compiled during one run of a leak check: which, and the user's line that compiled it."""
+    """A program a leak check's run ran or compiled: which, and the user's line that compiled it."""
 
     name: str  # "jit_step"
     site: Any  # frames.Frame, or None
+    earlier: bool = False  # compiled before the check began (by an earlier test): the process had it cached
+    key: int = field(default=0, compare=False)  # the executable's id, while it is alive
 
 
 def held_now(devices: list[Any]) -> list[Any] | None:
@@ -49,22 +51,15 @@ def held_now(devices: list[Any]) -> list[Any] | None:
     return jaxcompat.live_executables(_client(devices))
 
 
-def compiled_since(devices: list[Any], before: list[Any] | None) -> list[ProgramMade]:
-    """The programs the client holds now that were not in ``before`` (held_now() taken before the run)."""
-    if before is None:
-        return []
+def program_made(exe: Any, earlier: bool = False) -> ProgramMade:
+    """Which program ``exe`` is, and the user's line that compiled it (its HLO module's name and
+    its recorded traceback are read: call it for the few programs a report names)."""
     from .frames import user_frame
 
-    out = []
-    known = {id(e) for e in before}
-    for exe in jaxcompat.live_executables(_client(devices)) or []:
-        if id(exe) in known:
-            continue
-        try:
-            out.append(ProgramMade(program_name(exe), user_frame(jaxcompat.recorded_traceback(exe))))
-        except Exception:
-            out.append(ProgramMade("?", None))
-    return out
+    try:
+        return ProgramMade(program_name(exe), user_frame(jaxcompat.recorded_traceback(exe)), earlier, id(exe))
+    except Exception:
+        return ProgramMade("?", None, earlier, id(exe))
 
 
 def held_by_site(devices: list[Any]) -> dict[Any, int]:

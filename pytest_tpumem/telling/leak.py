@@ -51,7 +51,22 @@ def site_line(site: LeakSite) -> str:
 
 def kept_program_line(p: KeptProgram) -> str:
     where = f" at {p.site}" if p.site is not None else ""
-    return f"{p.name} compiled{where} ({p.per_iteration} per iteration)"
+    line = f"{p.name} compiled{where} ({p.per_iteration} per run"
+    if p.earlier:
+        line += f"; {p.earlier} of them compiled before this check, by an earlier test"
+    return line + ")"
+
+
+def runs_judged(report: LeakReport) -> str:
+    """The runs the compile-cache rule judged: ``the 3 iterations``, or ``3 runs after the warmup
+    (1 iteration and 2 more to confirm it, jax's caches kept)``."""
+    if report.programs_confirmed_by:
+        runs = report.iterations + report.programs_confirmed_by
+        return (
+            f"{runs} runs after the warmup ({plural(report.iterations, 'iteration')} and "
+            f"{report.programs_confirmed_by} more to confirm it, jax's caches kept)"
+        )
+    return f"the {plural(report.iterations, 'iteration')}"
 
 
 def host_site_line(h: HostSite) -> str:
@@ -123,9 +138,9 @@ def message(report: LeakReport, verbosity: int = 0) -> str:
     if report.cache_grows:
         n = len(report.kept_programs)
         lines.append(
-            f"leak_check: jax's compile cache grows: {plural(n, 'program')} compiled anew and kept in every one "
-            f"of the {plural(report.iterations, 'iteration')} (clear_caches=False), whatever the threshold: "
-            "a jit made again on every call, a new static argument or a new shape each time"
+            f"leak_check: jax's compile cache grows: {plural(n, 'program')} new in every one of {runs_judged(report)} "
+            "and still held by jax's caches at the end, whatever the threshold: a jit made again on every call, a "
+            "new static argument or a new shape each time"
         )
         lines += ["  " + kept_program_line(p) for p in report.kept_programs]
         if not report.leaking_series:
@@ -147,11 +162,21 @@ def section(report: LeakReport) -> str:
         )
     if report.compiled:
         lines.append(f"programs compiled in each iteration: {', '.join(map(str, report.compiled))}")
-    if report.confirmed_cleared and report.kept_programs:
+    if report.held_by_jax:
         lines.append(
-            "kept by jax's caches in every iteration (counted by their bytes only: jax's caches were kept "
-            "between runs, and what clearing them frees is not a leak here): "
-            + "; ".join(kept_program_line(p) for p in report.kept_programs)
+            f"new in every one of {runs_judged(report)} but held by jax's own caches alone (not a leak: jax "
+            "keys them by value and keeps at most 4096 a cache; each call compiles again, which is slow): "
+            + "; ".join(kept_program_line(p) for p in report.held_by_jax)
+        )
+    elif report.programs_confirmed_by and not report.kept_programs:
+        lines.append(
+            f"programs new to the iteration and held by jax's caches were read over "
+            f"{plural(report.programs_confirmed_by, 'more run')} (jax's caches kept): none was new to every run"
+        )
+    if report.programs_unjudged:
+        lines.append(
+            f"programs new to every run were not judged: whether jax alone holds them cannot be told here "
+            f"({report.programs_unjudged})"
         )
     if report.clear_caches and report.cache_residue:
         freed = ", ".join(f"{label} {format_size(n)}" for label, n in report.cache_residue.items())
@@ -209,8 +234,14 @@ def row(r: LeakReport) -> dict[str, Any]:
             {"site": site_text(h.site), "bytes": h.nbytes, "allocations": h.allocations} for h in r.host_sites
         ],
         "kept_programs": [
-            {"program": k.name, "site": site_text(k.site), "per_iteration": k.per_iteration} for k in r.kept_programs
+            {"program": k.name, "site": site_text(k.site), "per_iteration": k.per_iteration, "earlier": k.earlier}
+            for k in r.kept_programs
         ],
+        "programs_confirmed_by": r.programs_confirmed_by,
+        "held_by_jax": [
+            {"program": k.name, "site": site_text(k.site), "per_iteration": k.per_iteration} for k in r.held_by_jax
+        ],
+        "programs_unjudged": r.programs_unjudged or None,
         "cache_residue": dict(r.cache_residue),
         "compiled": list(r.compiled),
     }

@@ -153,17 +153,33 @@ def test_survivors_are_grouped_by_the_line_that_made_them():
     assert len(leak_sites(made, 3, top=1)) == 1
 
 
-def test_only_programs_added_in_every_iteration_grow_the_cache():
+def test_only_programs_new_to_every_iteration_and_held_at_the_end_grow_the_cache():
+    """The lists are each run's new programs that jax still held at the end (measuring.leak.NewPrograms):
+    a program in every list grows the cache; one missing from a run (a branch taken once, a cache the
+    code replaces) does not; one run alone cannot show growth."""
     from pytest_tpumem.decisions.leak import kept_in_every_iteration
     from pytest_tpumem.readings.programs import ProgramMade
 
     step, once = ProgramMade("jit_step", "t.py:3"), ProgramMade("jit_init", "t.py:1")
-    runs = [[step, once], [step, step], [step]]
-    grown = kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 5, "t.py:1": 1})
-    assert [(k.name, k.per_iteration) for k in grown] == [("jit_step", 1)]
-    assert kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 1}) == ()  # compiled again, but replacing the last
-    assert kept_in_every_iteration([[step], [], [step]], {}, {"t.py:3": 9}) == ()
-    assert kept_in_every_iteration([[step]], {}, {"t.py:3": 9}) == ()  # one iteration cannot show growth
+    grown = kept_in_every_iteration([[step, once], [step, step], [step]])
+    assert [(k.name, k.per_iteration) for k in grown] == [("jit_step", 1)]  # the fewest of any run
+    assert kept_in_every_iteration([[step, step], [step, step]])[0].per_iteration == 2
+    assert kept_in_every_iteration([[step], [], [step]]) == ()  # not new to the second run, or let go of
+    assert kept_in_every_iteration([[step]]) == ()  # one run cannot show growth
+    assert [k.name for k in kept_in_every_iteration([[step], [step]])] == ["jit_step"]  # two can
+    other_line = ProgramMade("jit_step", "t.py:9")
+    assert kept_in_every_iteration([[step], [other_line]]) == ()  # the same name from another line is another program
+
+
+def test_a_kept_program_says_how_many_of_its_copies_an_earlier_test_compiled():
+    """Order does not decide the verdict: a program an earlier test compiled is new to this check's
+    run all the same, and the report says how many were (ProgramMade.earlier)."""
+    from pytest_tpumem.decisions.leak import kept_in_every_iteration
+    from pytest_tpumem.readings.programs import ProgramMade
+
+    cached, fresh = ProgramMade("jit_step", "t.py:3", earlier=True), ProgramMade("jit_step", "t.py:3")
+    (kept,) = kept_in_every_iteration([[cached], [cached], [fresh]])
+    assert (kept.per_iteration, kept.earlier) == (1, 2)
 
 
 def test_check_leaks_names_the_line_of_a_planted_leak_without_pytest():
@@ -382,22 +398,15 @@ def test_a_growth_read_off_the_devices_is_not_confirmed_and_one_of_the_host_alon
     assert not to_confirm(LeakReport(3, 1, T, (dataclasses.replace(host, values=(0, 0, 0, 0)),)))
 
 
-def test_the_compile_cache_grows_from_one_program_more_per_iteration():
-    from pytest_tpumem.decisions.leak import kept_in_every_iteration
-    from pytest_tpumem.readings.programs import ProgramMade
-
-    step = ProgramMade("jit_step", "t.py:3")
-    runs = [[step], [step], [step]]
-    assert [k.name for k in kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 4})] == ["jit_step"]  # +3 in 3
-    assert kept_in_every_iteration(runs, {"t.py:3": 1}, {"t.py:3": 3}) == ()  # +2 in 3: one was let go
-
-
-def test_programs_kept_by_the_caches_are_no_leak_of_their_own_under_the_sweep():
+def test_programs_kept_by_the_caches_are_a_leak_under_the_sweep_too():
+    """The sweep keeps jax's caches between runs as a plain run does: a program new to every run and
+    kept is a leak there as under clear_caches=False, whatever confirmed its bytes (issue 27)."""
     from pytest_tpumem.decisions.leak import KeptProgram
 
     kept = (KeptProgram("jit_step", None, 1),)
     assert LeakReport(3, 1, T, (), kept_programs=kept).leaking
-    assert not LeakReport(3, 1, T, (), kept_programs=kept, confirmed_cleared=True).leaking
+    assert LeakReport(1, 1, T, (), kept_programs=kept, confirmed_cleared=True, programs_confirmed_by=2).leaking
+    assert not LeakReport(1, 1, T, (), confirmed_cleared=True, programs_confirmed_by=2).leaking
 
 
 def test_host_sites_under_a_hundredth_of_the_largest_are_noise():
@@ -405,3 +414,93 @@ def test_host_sites_under_a_hundredth_of_the_largest_are_noise():
 
     sites = host_sites([("a", 100 * MB, 1), ("b", MB, 1), ("c", MB - 1, 1)])
     assert [(h.site, h.nbytes) for h in sites] == [("a", 100 * MB), ("b", MB)]
+
+
+# --- programs new to every run (jax's caches kept): real jax, no pytest ---------------------------
+
+
+def test_a_jit_made_and_kept_on_every_call_is_a_leak_confirmed_by_two_more_runs():
+    """The sweep's shape (one iteration): the new program it kept is confirmed by 2 more runs with
+    the caches kept, then judged, whatever its bytes; the line that compiled it is named."""
+    registry = []
+
+    def make_and_keep():
+        step = jax.jit(lambda v: v * 2 + 1)
+        registry.append(step)
+        step(jnp.ones(4)).block_until_ready()  # the line that compiles it
+
+    report = check_leaks(make_and_keep, iterations=1, threshold="1GB", clear_caches=False, confirm_cleared=True)
+    assert report.leaking and report.cache_grows and report.programs_confirmed_by == 2, message(report)
+    (kept,) = report.kept_programs
+    assert (kept.name, kept.per_iteration, kept.earlier) == ("jit__lambda", 1, 0)
+    assert (
+        kept.site.function
+        == "test_a_jit_made_and_kept_on_every_call_is_a_leak_confirmed_by_two_more_runs.<locals>.make_and_keep"
+    )
+    registry.clear()
+
+
+def test_its_clean_twins_a_closure_that_dies_and_a_program_compiled_once_are_not():
+    def fresh_closure():
+        jax.jit(lambda v: v * 2 + 1)(jnp.ones(4)).block_until_ready()
+
+    once = jax.jit(lambda v: v * 3)
+
+    for fn in (fresh_closure, lambda: once(jnp.ones(4)).block_until_ready()):
+        report = check_leaks(fn, iterations=1, threshold="1GB", clear_caches=False, confirm_cleared=True)
+        assert not report.leaking and report.kept_programs == () and report.programs_confirmed_by == 0, message(report)
+
+
+def test_eager_control_flow_over_a_new_function_is_held_by_jax_alone_and_said_not_judged():
+    """jax keeps an eager scan's program by its jaxpr in a cache of its own (at most 4096): new every
+    call, but not held by anything of the code's; said in the section, not a leak."""
+
+    def eager_scan():
+        def body(carry, x):
+            return carry + x, carry
+
+        jax.lax.scan(body, 0.0, jnp.arange(8.0))[0].block_until_ready()
+
+    report = check_leaks(eager_scan, iterations=3, threshold="1GB", clear_caches=False)
+    assert not report.leaking and [k.name for k in report.held_by_jax] == ["jit_scan"], message(report)
+    assert "held by jax's own caches alone" in section(report)
+
+
+def test_a_program_an_earlier_test_compiled_is_new_to_the_check_all_the_same():
+    """The verdict does not depend on what ran before: programs compiled before the check (here,
+    the same static arguments) are new to each run that asks for them, and counted as earlier."""
+
+    @jax.jit
+    def scale(x, k):
+        return x * k
+
+    scale_static = jax.jit(scale.__wrapped__, static_argnums=1)
+    for k in range(5):  # "an earlier test": every program the check will ask for, compiled now
+        scale_static(jnp.ones(4), k).block_until_ready()
+    steps = iter(range(5))
+
+    report = check_leaks(
+        lambda: scale_static(jnp.ones(4), next(steps)).block_until_ready(), iterations=3, clear_caches=False
+    )
+    (kept,) = report.kept_programs
+    assert report.leaking and report.compiled == (0, 0, 0) and kept.earlier == 3, message(report)
+
+
+def test_a_cache_that_replaces_its_last_program_and_a_branch_taken_once_do_not_grow():
+    last = {}
+
+    def replace_last():
+        last["step"] = jax.jit(lambda v: v + 1)  # the one before dies with its closure
+        last["step"](jnp.ones(4)).block_until_ready()
+
+    calls = iter(range(100))
+    once_kept = []
+
+    def branch_once():
+        if next(calls) == 1:  # the first run after the warmup only
+            once_kept.append(jax.jit(lambda v: v - 1))
+            once_kept[-1](jnp.ones(4)).block_until_ready()
+
+    for fn in (replace_last, branch_once):
+        report = check_leaks(fn, iterations=3, threshold="1GB", clear_caches=False)
+        assert not report.leaking and report.kept_programs == (), message(report)
