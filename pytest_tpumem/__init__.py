@@ -61,6 +61,7 @@ _PUBLIC = {
     "HbmEstimate": "readings.tpu",
     "parse_size": "units",
     "format_size": "units",
+    "TpumemWarning": "glue.failures",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -10,8 +10,14 @@ LIBTPU_INSTALL = (
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:
-    """The first line of an error's message (its type's name where it has none), cut at ``limit``."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+    """The first line of an error's message (its type's name where it has none); one longer than
+    ``limit`` is cut at the last space before it (never inside a word) and ends with "..."."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if len(line) <= limit:
+        return line
+    cut = line[: max(limit - 3, 1)]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > 0 else cut).rstrip(" ,;:") + "..."
 
 
 class ReportError(ValueError):

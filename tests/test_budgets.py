@@ -480,3 +480,47 @@ def test_an_xfail_whose_condition_is_false_does_not_expect_the_oom(pytester):
         ["*_ test_condition_false _*", "out of device memory in this test (budget 1.0GB): RESOURCE_EXHAUSTED*"]
     )
     assert "TypeError" not in result.stdout.str()
+
+
+def test_an_oom_in_a_leak_checks_later_run_tells_that_run(pytester):
+    """round2/oom_in_leak_rerun_figures, in the project's words: a test that keeps 100 MB a run runs
+    out of device memory on its leak check's 4th run. The failure, the summary and the JSON report
+    give that run's figures (300 MB in use when it ran out), not the first run's 100 MB peak; its
+    twin runs out on its first run and keeps the first run's figures."""
+    pytester.makepyfile(
+        """
+        import pytest, jax.numpy as jnp
+        HOLD = []
+
+        @pytest.mark.leak_check(iterations=3, threshold="1MB")
+        def test_leak_then_oom():
+            if len(HOLD) == 3:
+                jnp.ones((40_000_000_000,), jnp.float32).block_until_ready()  # 160 GB: the 4th run runs out
+            HOLD.append(jnp.ones((25_000_000,), jnp.float32))  # 100 MB kept a run
+
+        @pytest.mark.leak_check(iterations=3, threshold="1MB")
+        def test_oom_on_its_first_run():
+            jnp.ones((40_000_000_000,), jnp.float32).block_until_ready()
+        """
+    )
+    result = pytester.runpytest_subprocess("--tpumem", "--tpumem-json=r.json", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_leak_then_oom _*",
+            "out of device memory in this test, on run 4 of 4 of its leak check (budget n/a): RESOURCE_EXHAUSTED*",
+            "  cpu:0: 300.0MB in use when run 4 ran out",
+            "  the first run's peak: cpu:0: start 0B, peak 100.0MB*",
+            "*_ test_oom_on_its_first_run _*",
+            "out of device memory in this test (budget n/a): RESOURCE_EXHAUSTED*",
+        ]
+    )
+    import json
+
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    later = tests["test_an_oom_in_a_leak_checks_later_run_tells_that_run.py::test_leak_then_oom"]
+    assert later["verdict"] == "oom" and 300_000_000 <= later["peak"] < 300_001_000
+    oom = next(c for c in later["checks"] if c["check"] == "oom")
+    assert oom["run"] == [4, 4]
+    first = tests["test_an_oom_in_a_leak_checks_later_run_tells_that_run.py::test_oom_on_its_first_run"]
+    assert first["verdict"] == "oom" and "run" not in next(c for c in first["checks"] if c["check"] == "oom")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .peak import PeakReport
 from .verdict import Verdict
@@ -38,15 +38,31 @@ class OomResult:
     error: str  # the first line of jax's error
     during: str  # "in this test", "while setting up this test"
     limit: int | None  # the test's budget, if it had one
-    peak: PeakReport | None  # what was measured until then, where the test was measured
+    peak: PeakReport | None  # what was measured until then, where the test was measured (its first run)
+    run: tuple[int, int] | None = None  # where a leak check's later run ran out: (that run, the runs in all)
+    at_failure: dict[str, int] = field(default_factory=dict)  # that run's bytes in use per device when it ran out
 
     @classmethod
     def of(
-        cls, error: BaseException, during: str, limit: int | None = None, peak: PeakReport | None = None
+        cls,
+        error: BaseException,
+        during: str,
+        limit: int | None = None,
+        peak: PeakReport | None = None,
+        run: tuple[int, int] | None = None,
+        at_failure: dict[str, int] | None = None,
     ) -> OomResult:
         from ..errors import first_line
 
-        return cls(first_line(error), during, limit, peak)
+        return cls(first_line(error), during, limit, peak, run, dict(at_failure or {}))
+
+    @property
+    def figures(self) -> dict[str, int]:
+        """Per device, the figure of the run that ran out: its bytes in use when it did (a leak
+        check's later run), else the measured peak; {} where nothing was measured."""
+        if self.run is not None:
+            return dict(self.at_failure)
+        return {d.device: d.peak for d in self.peak.devices.values()} if self.peak is not None else {}
 
     failed = True
     verdict = Verdict.OOM

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NoReturn
 
 import pytest
@@ -28,3 +29,24 @@ LeakFailure.__module__ = "builtins"  # as pytest does for Failed: "LeakFailure: 
 class PluginError(RuntimeError):
     """An exception raised by the plugin's own measuring, chained to it: the test fails saying so,
     never as if its code had raised (telling.run.plugin_error)."""
+
+
+class TpumemWarning(pytest.PytestWarning):
+    """What the plugin says of a test without failing it: a test the sweep could not re-run, a
+    moment only the sampler saw. ``filterwarnings = ignore::pytest_tpumem.TpumemWarning`` hides them."""
+
+    __module__ = "pytest_tpumem"
+
+
+def warn(item: pytest.Item, message: str) -> None:
+    """Say ``message`` of ``item`` as a warning in pytest's summary, never as the test's failure:
+    where ``filterwarnings = error`` (or ``-W error``) turns warnings into errors, it is shown
+    instead of raised (the verdict is the plugin's to give, and it gave none); where the filters
+    ignore it, it is ignored."""
+    warning = TpumemWarning(message)
+    try:
+        item.warn(warning)
+    except Warning:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", TpumemWarning)
+            item.warn(warning)
