@@ -165,6 +165,11 @@ SCENARIOS: dict[str, Scenario] = {
         _failures,
     ),
     "target": Scenario(lambda: {"test_pad.py": PADDED}, [[*PYTEST, "--tpumem", "test_pad.py"]], _failures),
+    "left-behind": Scenario(
+        lambda: {"test_orders.py": open(os.path.join(ROOT, "tests", "planted", "test_orders.py")).read()},
+        [[*PYTEST, "--tpumem", "test_orders.py", "-k", "leaves_array or arrays_over_budget"]],
+        _failures,
+    ),
     "ledger": Scenario(
         lambda: {"test_planted.py": _test_module("test_ledger").PLANTED},  # type: ignore[attr-defined]
         [[*PYTEST, "--tpumem", "--tpumem-ledger=ledger.jsonl", "test_planted.py"]],

@@ -49,11 +49,43 @@ class BudgetResult:
 
     def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> BudgetResult:
         """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
-        programs make) and the silent upcasts among them, each upcast at least defaults.UPCAST_MIN bytes."""
-        ordered = sorted(buffers, key=lambda b: (-b.size, b.kind, b.instruction))
+        programs make, an argument that several programs take once) and the silent upcasts among
+        them, each upcast at least defaults.UPCAST_MIN bytes."""
+        ordered = sorted(once_each(buffers), key=lambda b: (-b.size, b.kind, b.instruction))
         upcasts = [b for b in ordered if b.converted_from and b.size >= defaults.UPCAST_MIN]
         return replace(self, buffers=tuple(ordered[:top]), upcasts=tuple(upcasts[:top]))
 
     @property
     def verdict(self) -> Verdict:
         return Verdict.OVER_BUDGET if self.failed else Verdict.OK
+
+
+def once_each(buffers: tuple[Any, ...]) -> list[Any]:
+    """``buffers`` (readings.buffers.Buffer, each of one program) with an argument that several
+    programs take listed once, with every program that takes it (and each name they give it). An
+    HLO module does not say which array an argument is: arguments of different programs with the
+    same size, shape and line are taken for one array; two of one program's never are."""
+    out: list[Any] = []
+    for b in buffers:
+        if b.kind.startswith("argument"):
+            key = (b.size, b.shape, b.source, b.converted_from)
+            at = next(
+                (
+                    i
+                    for i, o in enumerate(out)
+                    if o.kind.startswith("argument")
+                    and (o.size, o.shape, o.source, o.converted_from) == key
+                    and not set(o.programs) & set(b.programs)
+                ),
+                None,
+            )
+            if at is not None:
+                first = out[at]
+                names = first.op.split(", ") + [n for n in [b.op] if n and n not in first.op.split(", ")]
+                kind = first.kind if first.kind == b.kind else "argument"
+                out[at] = replace(
+                    first, kind=kind, op=", ".join(n for n in names if n), programs=first.programs + b.programs
+                )
+                continue
+        out.append(b)
+    return out

@@ -25,7 +25,7 @@ The readings are taken by measuring.peak; ``judge`` turns them into the peak.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..measuring.peak import PeakReadings
 from ..readings.executions import Need
@@ -45,6 +45,8 @@ class DevicePeak:
     sampler: int | None = None  # the most the sampler saw: timing-dependent evidence, never the peak
     program: str = ""  # the witness "program": which program ran at that moment ("jit_step")
     floor: int = 0  # the peak may be this far below the exact one (programs and transfers read in steps of it)
+    left: int = 0  # bytes of the start that other tests left alive (PeakReport.left_behind): taken off every
+    # figure above where the budget counts the test's own use, in them where it counts the whole device
 
     @property
     def fragmented(self) -> bool:
@@ -60,6 +62,46 @@ class DevicePeak:
 
 
 @dataclass(frozen=True)
+class LeftBehind:
+    """Arrays alive when a measurement began that another test made and left alive (or a fixture of
+    a wider scope that the measured test does not use): not the measured test's own."""
+
+    owner: str  # the test's id, or "module fixture params (tests/test_x.py)"
+    devices: dict[str, int]  # bytes per device
+    made: str = ""  # the line that made most of them ("tests/test_x.py:15 in test_x"), where known
+    held: str = ""  # what keeps them alive ("global _SEEN of tests.test_x"), where the ledger found it
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.devices.values())
+
+
+def own_use(report: PeakReport, left_behind: tuple[LeftBehind, ...], whole_device: bool = False) -> PeakReport:
+    """``report`` with what other tests left alive at its start (``left_behind``) said, and, unless
+    ``whole_device``, taken off every figure: the test's own use, the same whatever ran before it.
+    What others left stays alive through the test (nothing of the test's frees it), so each figure
+    less it is what the test and the fixtures it uses held at that moment."""
+    if not left_behind:
+        return report
+    devices = {}
+    for label, d in report.devices.items():
+        left = min(sum(b.devices.get(label, 0) for b in left_behind), d.start)
+        if whole_device or not left:
+            devices[label] = replace(d, left=left)
+            continue
+        witnesses = {k: max(0, v - left) for k, v in d.witnesses.items()}
+        devices[label] = replace(
+            d,
+            start=max(0, d.start - left),
+            peak=witnesses[d.witness],
+            witnesses=witnesses,
+            sampler=None if d.sampler is None else max(0, d.sampler - left),
+            left=left,
+        )
+    return replace(report, devices=devices, left_behind=left_behind, whole_device=whole_device)
+
+
+@dataclass(frozen=True)
 class PeakReport:
     """Peak memory per device of one measurement, plus the host peak where it could be read."""
 
@@ -69,6 +111,8 @@ class PeakReport:
     profile: bytes | None = None  # jax's device-memory profile (gzipped pprof) at the body's end, where asked for
     uncounted: str = ""  # why the programs the code ran were not read ("unavailable" on a jax without the
     # hooks: telling.budget.UNCOUNTED says it in words); "" where they were
+    left_behind: tuple[LeftBehind, ...] = ()  # what other tests left alive at the start, by who left it
+    whole_device: bool = False  # the figures count what others left (--tpumem-budget-counts=device)
 
     @property
     def worst(self) -> DevicePeak | None:

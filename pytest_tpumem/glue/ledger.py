@@ -458,7 +458,9 @@ class Ledger:
             said = crash_lines(worker, crashitem, worker_path(path, worker), records)
         self.worker_tests.update(recorded_tests(records or [], worker))
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
-        report.longrepr = f"{report.longrepr}\n" + "\n".join(said)
+        from ..telling.words import escaped
+
+        report.longrepr = f"{report.longrepr}\n" + "\n".join(escaped(line) for line in said)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -491,9 +493,11 @@ class Ledger:
         lines = self.summary_lines() if account is None else self.account_lines(account)
         if not lines:
             return
+        from ..telling.words import escaped
+
         terminalreporter.write_sep("-", "tpumem ledger")
         for line in lines:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(escaped(line))  # test ids, files and holders' names may hold control characters
 
 
 def _value(fixturedef: Any) -> Any:

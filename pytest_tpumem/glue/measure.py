@@ -11,6 +11,7 @@ import functools
 import gc
 import sys
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,7 +25,8 @@ from ..telling.leak import progress
 from ..telling.results import message, row, section
 from ..telling.run import about, backend_failed, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
-from .failures import LeakFailure, PluginError, fail
+from .failures import LeakFailure, PluginError, fail, warn
+from .left import explained, left_behind
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
 from .pytestcompat import call_arguments, expected_error
@@ -34,6 +36,8 @@ from .rerun import Reruns, unittest_between
 
 _LEAK_REPORT = pytest.StashKey[Any]()
 _TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
+_LEFT = pytest.StashKey[Any]()  # what other tests left alive at the call's start (glue.left.left_behind)
+_OOM_RUN = pytest.StashKey[Any]()  # a leak check's later run ran out: (run, runs, bytes in use per device then)
 
 
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
@@ -186,6 +190,7 @@ class Measurer:
             import jax
 
             jax.clear_caches()  # every program the test runs is compiled inside it
+        item.stash[_LEFT] = left_behind(item)  # what other tests left alive: not this test's own use
         tracker = PeakTracker(
             self.devices(),
             sample_interval=self.settings.sample_interval,
@@ -277,17 +282,23 @@ class Measurer:
     ) -> None:
         from ..decisions.budget import BudgetResult
         from ..decisions.oom import OomResult, free
+        from ..decisions.peak import own_use
 
         if outcome == "skipped":
             return
         limit = plan.budget.limit if plan.budget else None
         if oom is not None:
-            result = OomResult.of(oom, "in this test", limit, peak)
+            later: tuple[int, int, dict[str, int]] | None = item.stash.get(_OOM_RUN, None)
+            run = (later[0], later[1]) if later is not None else None
+            result = OomResult.of(oom, "in this test", limit, peak, run, later[2] if later is not None else None)
             free(oom)
             item.add_report_section("call", "tpumem", section(result))
             record(item, row(result))
             fail(message(result))
+        peak = own_use(peak, item.stash.get(_LEFT, ()), self.settings.budget_counts == "device")
         budget = BudgetResult(peak, plan.budget)
+        if budget.failed and peak.left_behind:  # who left what the test started with, and where
+            budget = replace(budget, peak=replace(peak, left_behind=explained(item, peak.left_behind)))
         if budget.failed:  # why the peak is what it is: what the test's own programs make
             budget = budget.explained(tracker.program_buffers())
             if self.settings.profile_dir is not None:
@@ -305,7 +316,7 @@ class Measurer:
         for r in results:
             record(item, row(r))
         if budget.sampled_over and not budget.failed:  # timing-dependent: said, never judged
-            item.warn(pytest.PytestWarning(sampled_over(budget)))
+            warn(item, sampled_over(budget))
         if text and outcome == "passed":
             fail(text)
 
@@ -355,17 +366,32 @@ class Measurer:
         except BaseException as e:
             if runs.by_the_plugin(e):
                 raise PluginError(plugin_error("leak-checking", item.name, e)) from e
-            line = runs.not_rerunnable(e)
-            if line is None:
+            self._note_oom_run(item, runs, e)
+            from ..checks import LeakError
+
+            line = None if isinstance(e, (LeakFailure, LeakError)) else runs.not_rerunnable(e)
+            if line is None:  # the test's own failure; or a leak check inside it found a leak: a leak, whichever run
                 raise
             if not opts.swept:
                 fail(line)
             self.reporter.unrerunnable.add(item.nodeid)
-            item.warn(pytest.PytestWarning(line))
+            warn(item, line)
             return
         item.stash[_LEAK_REPORT] = report
         if report.leaking:
             raise LeakFailure(report, self.config.get_verbosity())
+
+    def _note_oom_run(self, item: pytest.Item, runs: Reruns, error: BaseException) -> None:
+        """Where a leak check's later run ran out of device memory: which run, and what it had in
+        use then (read before anything is freed), for the out-of-memory failure to tell that run."""
+        from ..decisions.oom import is_oom
+        from ..readings.devices import read_used
+
+        if runs.runs > 1 and is_oom(error) and not expected_error(item, error):
+            try:
+                item.stash[_OOM_RUN] = (runs.runs, runs.total, read_used(self.devices()))
+            except Exception:  # a reading never hides the test's own error
+                pass
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed or hasattr(report, "wasxfail"):  # its traceback may hold its frames in a cycle

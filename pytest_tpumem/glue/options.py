@@ -15,6 +15,7 @@ from .. import defaults
 from ..units import SizeError, format_size, parse_size, shown_value
 
 RECOMPILE = ("marked", "all", "none")
+BUDGET_COUNTS = ("test", "device")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
@@ -236,6 +237,13 @@ OPTIONS = (
         choice(*RECOMPILE),
     ),
     Option(
+        "tpumem_budget_counts",
+        "what a budget judges: test (the default: the test's own use; arrays other tests left alive, and fixtures of "
+        "a wider scope it does not use, are taken off, so the verdict does not depend on what ran before) or device "
+        "(everything on the device while it runs, whatever left it there); a failure names who left what",
+        choice(*BUDGET_COUNTS),
+    ),
+    Option(
         "tpumem_profile_dir",
         "where failing checks leave files: jax's device-memory profiles (pprof) of each failing leak check "
         "(after the warmup and after the last run) and budget test, and a timeline of each failing leak check (SVG)",
@@ -250,7 +258,8 @@ OPTIONS = (
         "tpumem_leak_check",
         "which tests are leak-checked: marked (leak_check markers, the default) or all (every test of the run, "
         f"{defaults.SWEEP_WARMUP}+{defaults.SWEEP_ITERATIONS} runs each with jax's caches kept, a growth confirmed by "
-        f"{defaults.CONFIRM_RUNS} more with them cleared, unless marked "
+        f"{defaults.CONFIRM_RUNS} more with them cleared and new programs kept by {defaults.CONFIRM_RUNS} more with "
+        "them kept; tests that call the leak_check fixture are judged by it; unless marked "
         "leak_check(False); unittest.TestCase methods included)",
         choice(*LEAK_CHECK),
     ),
@@ -341,6 +350,7 @@ DEFAULTS: dict[str, str] = {
     "tpumem_target": "none",
     "tpumem_sample_ms": f"{defaults.SAMPLE_MS:g}",
     "tpumem_recompile": RECOMPILE[0],
+    "tpumem_budget_counts": BUDGET_COUNTS[0],
     "tpumem_profile_dir": "none",
     "tpumem_no_libtpu": NO_LIBTPU[0],
     "tpumem_leak_check": LEAK_CHECK[0],
@@ -370,6 +380,7 @@ class Settings(NamedTuple):
     sample_interval: float = defaults.SAMPLE_MS / 1000
     target: str | None = None  # a TPU topology, "v5e:2x2"
     recompile: str = RECOMPILE[0]
+    budget_counts: str = BUDGET_COUNTS[0]  # "test": a budget judges the test's own use; "device": everything
     no_libtpu: str = NO_LIBTPU[0]
     profile_dir: str | None = None  # absolute
     leak_check: str = LEAK_CHECK[0]  # "all": the whole-suite sweep
@@ -452,6 +463,7 @@ def resolve(
         sample_interval=values.get("tpumem_sample_ms", defaults.SAMPLE_MS) / 1000,
         target=values.get("tpumem_target"),
         recompile=values.get("tpumem_recompile", RECOMPILE[0]),
+        budget_counts=values.get("tpumem_budget_counts", BUDGET_COUNTS[0]),
         no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
         profile_dir=values.get("tpumem_profile_dir"),
         leak_check=values.get("tpumem_leak_check", LEAK_CHECK[0]),

@@ -34,6 +34,7 @@ class Between:
     compiled: dict[Any, int] = field(default_factory=dict)
     peaks: dict[str, int] = field(default_factory=dict)  # the runtime's high-water mark per device (GPU, TPU)
     arrays: dict[str, int] = field(default_factory=dict)  # live arrays' bytes per device (the devices' figure on CPU)
+    owned_on: dict[str, dict[str, int]] = field(default_factory=dict)  # owner -> device -> bytes of its arrays
 
     @property
     def outside(self) -> int:
@@ -96,6 +97,7 @@ class BetweenTests:
             self._compiled(listed),
             peaks,
             live,
+            {owner: {label: n for label, n in on.items() if n} for owner, on in self._live.owned_on.items()},
         )
 
     def _compiled(self, listed: list[Any] | None) -> dict[Any, int]:

@@ -163,6 +163,7 @@ class LiveBytesKept:
         self._buffers: dict[tuple[str, int], list[Any]] = {}  # (label, address) -> [arrays on it, owner, bytes]
         self._totals: dict[str, int] = {}
         self.owned: dict[str, int] = {}  # owner -> bytes of its arrays alive at the last reading
+        self.owned_on: dict[str, dict[str, int]] = {}  # owner -> device label -> those bytes on that device
 
     def _entry(self, key: int, arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
         import weakref
@@ -204,6 +205,8 @@ class LiveBytesKept:
                 owner_of, size = owner, n
             totals[label] = totals.get(label, 0) + sign * size
             owned[owner_of] = owned.get(owner_of, 0) + sign * size
+            on = self.owned_on.setdefault(owner_of, {})
+            on[label] = on.get(label, 0) + sign * size
 
     @_one_at_a_time
     def __call__(self, owner: str = "") -> dict[str, int]:
@@ -231,6 +234,7 @@ class LiveBytesKept:
                 known[key] = entry
                 self._count(entry, 1)
         self.owned = {o: n for o, n in self.owned.items() if n}
+        self.owned_on = {o: on for o, on in self.owned_on.items() if o in self.owned}
         return {label: n for label, n in self._totals.items() if n}
 
     def arrays_of(self, owner: str) -> list[Any]:

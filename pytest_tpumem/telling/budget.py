@@ -11,7 +11,7 @@ from .words import STAND_IN_NOTE, files_lines, plural, shown
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
     from ..decisions.budget import BudgetResult
-    from ..decisions.peak import DevicePeak, PeakReport
+    from ..decisions.peak import DevicePeak, LeftBehind, PeakReport
     from ..readings.buffers import Buffer
 
 # Why a measurement has no "program" witness (PeakReport.uncounted), in words.
@@ -26,13 +26,17 @@ def witness(d: DevicePeak) -> str:
     return f"{d.witness} {d.program}" if d.witness == "program" and d.program else d.witness
 
 
-def peak_line(d: DevicePeak) -> str:
+def peak_line(d: DevicePeak, whole_device: bool = False) -> str:
     seen = ", ".join(f"{k} {format_size(v)}" for k, v in d.witnesses.items())
     line = f"{d.device}: start {format_size(d.start)}, peak {format_size(d.peak)} by {witness(d)} [{seen}]"
     if d.unexplained:
         line += (
             f"; the sampler saw {format_size(d.sampler)}, {format_size(d.unexplained)} more than any deterministic "
             "reading explains (timing-dependent, not judged)"
+        )
+    if d.left:
+        line += f"; {format_size(d.left)} of the start left by other tests" + (
+            " (counted: --tpumem-budget-counts=device)" if whole_device else " (not counted: the test's own use)"
         )
     if d.largest_free is not None:
         free = f"free {format_size(d.free)}, " if d.free is not None else ""
@@ -69,10 +73,13 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
         f"max_hbm: peak {peak} on {worst.device} is over the budget of "
         f"{limit} ({budget.spelled}), judged by {witness(worst)}"
     ]
+    if worst.left:
+        lines[0] += counted_text(result.peak)
     if worst.stand_in:
         lines[0] += f"; {STAND_IN_NOTE}"
     devices = list(result.peak.devices.values()) if verbosity > 0 else shown(over, verbosity)
-    lines += ["  " + peak_line(d) for d in devices]
+    lines += ["  " + peak_line(d, result.peak.whole_device) for d in devices]
+    lines += ["  " + left_line(b) for b in shown(result.peak.left_behind, verbosity)]
     if result.upcasts:
         lines.append("  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):")
         lines += ["    " + upcast_line(b) for b in shown(result.upcasts, verbosity)]
@@ -83,6 +90,20 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
         lines += ["    " + buffer_line(b) for b in shown(result.buffers, verbosity)]
     lines += files_lines(result.files)
     return "\n".join(lines)
+
+
+def counted_text(peak: PeakReport) -> str:
+    """Which use a budget judged, where other tests left arrays alive at the start."""
+    if peak.whole_device:
+        return "; everything on the device counted, what other tests left too (--tpumem-budget-counts=device)"
+    return "; the test's own use, what other tests left not counted (--tpumem-budget-counts=test)"
+
+
+def left_line(b: LeftBehind) -> str:
+    """``64.0MB of the start was left by tests/t.py::test_x: made at tests/t.py:15 in test_x, kept by global _SEEN of t``"""
+    line = f"{format_size(b.nbytes)} of the start was left by {b.owner}"
+    said = [f"made at {b.made}" if b.made else "", f"kept by {b.held}" if b.held else ""]
+    return line + (": " + ", ".join(x for x in said if x) if any(said) else "")
 
 
 def upcast_line(b: Buffer) -> str:
@@ -101,7 +122,8 @@ def section(result: BudgetResult) -> str:
 
 def peak_section(report: PeakReport) -> str:
     """The long form of a measured peak, for the test's report section."""
-    lines = [peak_line(d) for d in report.devices.values()]
+    lines = [peak_line(d, report.whole_device) for d in report.devices.values()]
+    lines += [left_line(b) for b in report.left_behind]
     if report.host_peak is not None:
         lines.append(f"host peak (VmHWM): {format_size(report.host_peak)}")
     if report.uncounted:
@@ -121,9 +143,11 @@ def buffer_line(b: Buffer) -> str:
     where = f" at {b.source}" if b.source else ""
     if b.kind.startswith("argument"):
         what = f"{b.kind} ({b.op})" if b.op else b.kind
+        taken = f" of {', '.join(b.programs)}" if b.programs else ""
     else:
-        what = f"{b.kind} from {b.op or b.instruction} [{b.instruction}]"
-    return f"{format_size(b.size):>9}  {b.shape}  {what}{where}"
+        what = f"{b.kind} from {b.op or b.instruction} [{b.instruction}]"  # the op names its program
+        taken = ""
+    return f"{format_size(b.size):>9}  {b.shape}  {what}{taken}{where}"
 
 
 def devices_row(peak: Any) -> dict[str, dict[str, Any]]:
@@ -138,6 +162,7 @@ def devices_row(peak: Any) -> dict[str, dict[str, Any]]:
             "sampler": d.sampler,
             "limit": d.limit,
             "stand_in": d.stand_in,
+            "left": d.left,
         }
         for d in peak.devices.values()
     }
@@ -156,6 +181,11 @@ def row(r: BudgetResult) -> dict[str, Any]:
         "host_peak": peak.host_peak,
         "devices": devices_row(peak),
         "uncounted": peak.uncounted or None,
+        "left_behind": [
+            {"owner": b.owner, "devices": dict(b.devices), "made": b.made or None, "held": b.held or None}
+            for b in peak.left_behind
+        ],
+        "budget_counts": "device" if peak.whole_device else "test",
         "upcasts": [buffer_record(b) for b in r.upcasts],
         "buffers": [buffer_record(b) for b in r.buffers],
     }

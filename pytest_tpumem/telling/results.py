@@ -15,6 +15,7 @@ from ..decisions.leak import LeakReport
 from ..decisions.oom import OomResult
 from ..decisions.target import TargetResult
 from . import budget, leak, oom, target
+from .words import escaped
 
 
 @functools.singledispatch
@@ -35,7 +36,18 @@ def row(result: Any) -> dict[str, Any]:
     raise TypeError(f"not a pytest-tpumem result: {result!r}")
 
 
+def _shown(words: Any) -> Any:
+    """``words`` (a check's message or section) with its text escaped for the terminal (a test id,
+    a file name or an error's text may hold control characters): lines stay lines."""
+
+    @functools.wraps(words)
+    def shown(result: Any, *args: Any) -> str:
+        return escaped(words(result, *args), keep="\n")
+
+    return shown
+
+
 for _type, _module in ((BudgetResult, budget), (TargetResult, target), (LeakReport, leak), (OomResult, oom)):
-    message.register(_type, _module.message)
-    section.register(_type, _module.section)
+    message.register(_type, _shown(_module.message))
+    section.register(_type, _shown(_module.section))
     row.register(_type, _module.row)

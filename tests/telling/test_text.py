@@ -301,12 +301,53 @@ def test_a_growing_compile_cache_is_a_leak_of_its_own():
     report = dataclasses.replace(leak(MB, MB, MB, MB), kept_programs=(kept,), compiled=(1, 1, 1), clear_caches=False)
     assert report.leaking and report.cache_grows and report.leaking_series == ()
     assert message(report).splitlines() == [
-        "leak_check: jax's compile cache grows: 1 program compiled anew and kept in every one of the 3 iterations "
-        "(clear_caches=False), whatever the threshold: a jit made again on every call, a new static argument or a new shape each time",
-        "  jit_scale compiled at test_x.py:9 in test_static (1 per iteration)",
+        "leak_check: jax's compile cache grows: 1 program new in every one of the 3 iterations and still held by "
+        "jax's caches at the end, whatever the threshold: a jit made again on every call, a new static argument or a "
+        "new shape each time",
+        "  jit_scale compiled at test_x.py:9 in test_static (1 per run)",
     ]
     assert "programs compiled in each iteration: 1, 1, 1" in section(report)
     assert row(report)["growth_source"] == "compile cache grows"
+
+
+def test_the_sweep_says_the_runs_that_confirmed_the_programs_and_which_an_earlier_test_compiled():
+    from pytest_tpumem.decisions.leak import KeptProgram
+    from pytest_tpumem.readings.frames import Frame
+
+    kept = KeptProgram("jit_scale", Frame("lib.py", 3, "step"), 1, earlier=2)
+    report = dataclasses.replace(
+        leak(MB, MB), kept_programs=(kept,), clear_caches=False, confirmed_cleared=True, programs_confirmed_by=2
+    )
+    assert message(report).splitlines() == [
+        "leak_check: jax's compile cache grows: 1 program new in every one of 3 runs after the warmup (1 iteration and "
+        "2 more to confirm it, jax's caches kept) and still held by jax's caches at the end, whatever the threshold: a "
+        "jit made again on every call, a new static argument or a new shape each time",
+        "  jit_scale compiled at lib.py:3 in step (1 per run; 2 of them compiled before this check, by an earlier test)",
+    ]
+    record = row(report)
+    assert record["programs_confirmed_by"] == 2 and record["kept_programs"][0]["earlier"] == 2
+
+
+def test_programs_jax_alone_holds_are_said_and_not_a_leak():
+    from pytest_tpumem.decisions.leak import KeptProgram
+    from pytest_tpumem.readings.frames import Frame
+
+    scan = KeptProgram("jit_scan", Frame("test_x.py", 5, "test_eager"), 1)
+    report = dataclasses.replace(leak(MB, MB), held_by_jax=(scan,), clear_caches=False, programs_confirmed_by=2)
+    assert not report.leaking
+    assert (
+        "new in every one of 3 runs after the warmup (1 iteration and 2 more to confirm it, jax's caches kept) but "
+        "held by jax's own caches alone (not a leak: jax keys them by value and keeps at most 4096 a cache; each call "
+        "compiles again, which is slow): jit_scan compiled at test_x.py:5 in test_eager (1 per run)" in section(report)
+    )
+    assert row(report)["held_by_jax"] == [
+        {"program": "jit_scan", "site": "test_x.py:5 in test_eager", "per_iteration": 1}
+    ]
+    unjudged = dataclasses.replace(leak(MB, MB), programs_unjudged="value-keyed caches unavailable: jax 9")
+    assert (
+        "were not judged: whether jax alone holds them cannot be told here (value-keyed caches unavailable: jax 9)"
+        in (section(unjudged))
+    )
 
 
 def test_the_section_says_what_clearing_the_caches_freed():
@@ -367,3 +408,79 @@ def test_failures_are_shorter_under_quiet_and_longer_under_verbose():
     assert "  programs compiled in each iteration: 2, 2, 2" in verbose and len(verbose) > len(default)
     over = BudgetResult(peak_report(device("cpu:0", 40 * MB), device("cpu:1", 1 * MB)), Budget(30 * MB, "s"))
     assert len(message(over, -1).splitlines()) == 2 and len(message(over, 1).splitlines()) == 3  # -v: every device
+
+
+def test_an_errors_first_line_is_cut_between_words_never_inside_one():
+    """newcomer2: the sweep's warning cut a leak's text mid-word ("a jit mad."). A line longer than
+    the limit ends at the last space before it, with "..."; one that fits is whole."""
+    from pytest_tpumem.errors import first_line
+
+    assert first_line(ValueError("a jit made again"), 16) == "a jit made again"  # exactly the limit: whole
+    assert first_line(ValueError("a jit made again!"), 16) == "a jit made..."
+    assert first_line(ValueError("abcdefghijklmnopqrstuvwxyz"), 10) == "abcdefg..."  # no space: cut, marked
+    assert first_line(ValueError("first line\nsecond"), 300) == "first line"
+    assert first_line(ValueError(""), 300) == "ValueError"
+    assert len(first_line(ValueError("word " * 100), 160)) <= 160
+
+
+def test_what_other_tests_left_is_taken_off_every_figure_of_the_tests_own_use():
+    """decisions.peak.own_use at its edges: every witness less what others left (never below 0), the
+    judged witness kept; the whole device keeps the figures and says what is in them."""
+    from pytest_tpumem.decisions.peak import LeftBehind, own_use
+
+    d = device("cpu:0", 144 * MB, "program", start=64 * MB, sampler=150 * MB, program="jit(mul)")
+    left = (LeftBehind("t.py::test_x", {"cpu:0": 64 * MB}, "t.py:15 in test_x", "global _SEEN of t"),)
+    own = own_use(peak_report(d), left).devices["cpu:0"]
+    assert (own.peak, own.start, own.witness, own.sampler, own.left) == (80 * MB, 0, "program", 86 * MB, 64 * MB)
+    assert own.witnesses == {"end": 0, "program": 80 * MB}
+    whole = own_use(peak_report(d), left, whole_device=True).devices["cpu:0"]
+    assert (whole.peak, whole.start, whole.left) == (144 * MB, 64 * MB, 64 * MB)
+    more_than_start = (LeftBehind("t.py::test_x", {"cpu:0": 100 * MB}),)  # never more than was there at the start
+    assert own_use(peak_report(d), more_than_start).devices["cpu:0"].left == 64 * MB
+    other_device = (LeftBehind("t.py::test_x", {"cpu:1": 64 * MB}),)
+    assert own_use(peak_report(d), other_device).devices["cpu:0"] == dataclasses.replace(d, left=0)
+    assert own_use(peak_report(d), ()) == peak_report(d)
+
+
+def test_a_budget_failure_says_which_use_judged_and_who_left_the_rest():
+    from pytest_tpumem.decisions.peak import LeftBehind, own_use
+
+    d = device("cpu:0", 264 * MB, start=64 * MB)
+    left = (LeftBehind("t.py::test_x", {"cpu:0": 64 * MB}, "t.py:15 in test_x", "global _SEEN of t"),)
+    budget = Budget(100 * MB, "max_hbm('100MB')")
+    own = message(BudgetResult(own_use(peak_report(d), left), budget)).splitlines()
+    assert own[0].startswith(
+        "max_hbm: peak 200.0MB on cpu:0 is over the budget of 100.0MB (max_hbm('100MB')), judged by body-end; "
+        "the test's own use, what other tests left not counted (--tpumem-budget-counts=test)"
+    )
+    assert own[1].endswith("; 64.0MB of the start left by other tests (not counted: the test's own use)")
+    assert own[2] == (
+        "  64.0MB of the start was left by t.py::test_x: made at t.py:15 in test_x, kept by global _SEEN of t"
+    )
+    whole = message(BudgetResult(own_use(peak_report(d), left, whole_device=True), budget)).splitlines()
+    assert "peak 264.0MB" in whole[0] and "everything on the device counted" in whole[0]
+    assert whole[1].endswith("(counted: --tpumem-budget-counts=device)")
+    record = row(BudgetResult(own_use(peak_report(d), left), budget))
+    assert record["peaks"] == {"cpu:0": 200 * MB} and record["devices"]["cpu:0"]["left"] == 64 * MB
+    assert record["left_behind"] == [
+        {
+            "owner": "t.py::test_x",
+            "devices": {"cpu:0": 64 * MB},
+            "made": "t.py:15 in test_x",
+            "held": "global _SEEN of t",
+        }
+    ]
+    assert record["budget_counts"] == "test"
+    # nobody left anything: the message is as it always was
+    assert "budget-counts" not in message(BudgetResult(peak_report(d), budget))
+
+
+def test_control_characters_in_a_failures_text_are_shown_escaped():
+    """A test file's name or an owner's id may hold ESC: the failure text prints it as pytest prints
+    an id (\\x1b), and keeps its lines."""
+    from pytest_tpumem.decisions.peak import LeftBehind, own_use
+
+    d = device("cpu:0", 264 * MB, start=64 * MB)
+    left = (LeftBehind("t\x1b[2J.py::test_x", {"cpu:0": 64 * MB}),)
+    text = message(BudgetResult(own_use(peak_report(d), left), Budget(100 * MB, "max_hbm('100MB')")))
+    assert "\x1b" not in text and "t\\x1b[2J.py::test_x" in text and len(text.splitlines()) == 3
