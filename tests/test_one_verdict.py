@@ -1,0 +1,125 @@
+"""One verdict per test, whatever ran before it and wherever it ran (issue 27): each planted suite
+run in file order, reversed, each test alone and under pytest-xdist gives every test the same
+outcome, and in every run what pytest reports and what the plugin's summary, JSON report and page
+say agree (tests/verdicts.py)."""
+
+import pytest
+import verdicts
+
+pytestmark = pytest.mark.usefixtures("monkeypatch")
+
+
+@pytest.fixture
+def planted(pytester):
+    pytester.copy_example("planted")
+    return pytester
+
+
+def _every_order(planted, monkeypatch, path, names, *args):
+    """The outcome of every test in ``names`` under each order; asserts they are the same."""
+    forward = verdicts.run(planted, path, *args, monkeypatch=monkeypatch)
+    reverse = verdicts.run(planted, path, *args, reverse=True, monkeypatch=monkeypatch)
+    xdist = verdicts.run(planted, path, "-n", "2", *args, monkeypatch=monkeypatch)
+    alone = {}
+    for name in names:
+        alone.update(verdicts.run(planted, f"{path}::{name}", *args, monkeypatch=monkeypatch))
+    assert forward == reverse == xdist == alone, (forward, reverse, xdist, alone)
+    return forward
+
+
+ORDERS = [
+    "test_bug_static_lr_marker",
+    "test_clean_traced_lr_marker",
+    "test_bug_static_lr_fixture",
+    "test_clean_traced_lr_fixture",
+    "test_bug_leaves_array_in_module_list",
+    "test_clean_local_list",
+    "test_clean_two_arrays_fit_budget",
+    "test_bug_two_arrays_over_budget",
+]
+
+
+def test_compile_cache_and_budget_verdicts_do_not_depend_on_what_ran_before(planted, monkeypatch):
+    outcomes = _every_order(planted, monkeypatch, "test_orders.py", ORDERS)
+    failed = {name for name, o in outcomes.items() if o == "failed"}
+    assert failed == {"test_bug_static_lr_marker", "test_bug_static_lr_fixture", "test_bug_two_arrays_over_budget"}
+
+
+SWEPT = [
+    "test_bug_jit_per_call_kept",
+    "test_clean_jit_per_call_dies",
+    "test_clean_jit_compiled_once",
+    "test_clean_eager_scan_of_a_new_function",
+    "test_bug_fixture_finds_the_growing_cache",
+    "test_clean_fixture_with_one_program",
+]
+
+
+def test_the_sweep_fails_what_it_finds_in_every_order(planted, monkeypatch):
+    outcomes = _every_order(
+        planted, monkeypatch, "test_sweep_programs.py", SWEPT, "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"
+    )
+    failed = {name for name, o in outcomes.items() if o == "failed"}
+    assert failed == {"test_bug_jit_per_call_kept", "test_bug_fixture_finds_the_growing_cache"}
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "suite",
+    [
+        ("test_leaky.py",),
+        ("test_clean.py",),
+        ("test_orders.py",),
+        ("test_sweep_programs.py",),
+        ("test_sweep_programs.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
+        ("test_clean.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
+    ],
+    ids=["leaky", "clean", "orders", "programs", "programs-swept", "clean-swept"],
+)
+def test_pytest_and_the_plugin_say_the_same_of_every_planted_suite(planted, monkeypatch, suite, xdist):
+    verdicts.run(planted, *suite, *xdist, monkeypatch=monkeypatch)
+
+
+def test_a_budget_of_the_whole_device_counts_what_others_left_and_names_who(planted, monkeypatch):
+    """--tpumem-budget-counts=device: what the chip holds while the test runs. The clean twin then
+    fails after the test that left 64 MB (144 MB on the device), saying which use judged and who
+    left what, where; alone it passes. The default judges its own 80 MB in any order (above)."""
+    names = "leaves_array or fit_budget"
+    after = verdicts.run(
+        planted, "test_orders.py", "-k", names, "--tpumem-budget-counts=device", monkeypatch=monkeypatch
+    )
+    assert after == {"test_bug_leaves_array_in_module_list": "passed", "test_clean_two_arrays_fit_budget": "failed"}
+    result = planted.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "test_orders.py", "-k", names, "--tpumem-budget-counts=device"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "max_hbm: peak 144.0MB on cpu:0 is over the budget of 100.0MB (max_hbm('100MB')), judged by *; everything "
+            "on the device counted, what other tests left too (--tpumem-budget-counts=device)*",
+            "  cpu:0: start 64.0MB, peak 144.0MB by *; 64.0MB of the start left by other tests (counted: "
+            "--tpumem-budget-counts=device)",
+            "  64.0MB of the start was left by test_orders.py::test_bug_leaves_array_in_module_list: made at "
+            "test_orders.py:* in test_bug_leaves_array_in_module_list, kept by global _SEEN of test_orders",
+        ]
+    )
+    alone = verdicts.run(
+        planted,
+        "test_orders.py::test_clean_two_arrays_fit_budget",
+        "--tpumem-budget-counts=device",
+        monkeypatch=monkeypatch,
+    )
+    assert alone == {"test_clean_two_arrays_fit_budget": "passed"}
+
+
+def test_the_ledgers_summary_shows_a_test_files_control_characters_escaped(pytester):
+    """A test file whose name holds ESC, leaving arrays alive: the ledger names it, escaped as pytest
+    escapes an id, so nothing it prints drives the terminal; its plain twin is named as it is."""
+    body = "import jax.numpy as jnp\nHOLD = []\ndef test_x():\n    HOLD.append(jnp.ones((3_000_000,)))\n"
+    (pytester.path / "test_\x1b[31mred.py").write_text(body)
+    (pytester.path / "test_ünï.py").write_text(body)
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    ledger = out[out.index("tpumem ledger") :]
+    assert "\x1b" not in ledger
+    assert "test_\\x1b[31mred.py::test_x" in ledger and "test_ünï.py::test_x" in ledger
