@@ -12,17 +12,26 @@ if TYPE_CHECKING:
     from ..decisions.leak import HostSite, KeptProgram, LeakReport, LeakSite, Series
 
 
-def values_text(values: tuple[int, ...]) -> str:
-    parts = [format_size(values[0])]
+def values_text(values: tuple[int, ...], base: int | None = None) -> str:
+    """``16.0MB -> 32.0MB (+16.0MB) -> ...``; with ``base``, each value less it (``+0B -> +16.0MB ...``)."""
+    if base is None:
+        size, base = format_size, 0
+    else:
+        size = format_delta
+    parts = [size(values[0] - base)]
     for a, b in zip(values, values[1:]):
-        parts.append(f"{format_size(b)} ({format_delta(b - a)})")
+        parts.append(f"{size(b - base)} ({format_delta(b - a)})")
     return " -> ".join(parts)
 
 
 def series_line(s: Series, judged: bool = True) -> str:
-    line = f"{s.name}: {values_text(s.values)}"
+    # host other (RSS less what malloc took from the OS) is below zero where malloc holds memory that
+    # is not resident: its level means nothing, its changes do. Then it is shown from its baseline.
+    base = s.values[0] if min((*s.values, *s.confirmation)) < 0 else None
+    name = s.name if base is None else f"{s.name} (from its baseline: RSS less malloc's heaps is below 0 here)"
+    line = f"{name}: {values_text(s.values, base)}"
     if len(s.confirmation) > 1:
-        line += f"; confirmation: {values_text(s.confirmation)}"
+        line += f"; confirmation: {values_text(s.confirmation, base)}"
     if s.shown_only:
         line += " (shown, not judged: host malloc and host other split it)"
     elif not judged:

@@ -484,3 +484,20 @@ def test_control_characters_in_a_failures_text_are_shown_escaped():
     left = (LeftBehind("t\x1b[2J.py::test_x", {"cpu:0": 64 * MB}),)
     text = message(BudgetResult(own_use(peak_report(d), left), Budget(100 * MB, "max_hbm('100MB')")))
     assert "\x1b" not in text and "t\\x1b[2J.py::test_x" in text and len(text.splitlines()) == 3
+
+
+def test_a_series_below_zero_is_shown_from_its_baseline_never_as_a_negative_size():
+    """host other (RSS less what malloc took) is below 0 where malloc holds memory not resident: a
+    real suite printed 'host other: -893.5MB -> ...'. Such a series is shown from its baseline, and
+    says so; one at or above 0 is shown as it is (0 itself included)."""
+    below = Series(
+        "host other", "host", (-893_500_000, -892_000_000, -890_500_000), confirmation=(-890_500_000, -889_000_000)
+    )
+    line = series_line(below)
+    assert line.startswith(
+        "host other (from its baseline: RSS less malloc's heaps is below 0 here): +0B -> +1.5MB (+1.5MB) -> +3.0MB (+1.5MB); "
+        "confirmation: +3.0MB -> +4.5MB (+1.5MB)"
+    )
+    assert "-893" not in line
+    assert series_line(Series("host other", "host", (0, 1_500_000))).startswith("host other: 0B -> 1.5MB (+1.5MB)")
+    assert series_line(Series("host other", "host", (1, -1))).startswith("host other (from its baseline")
