@@ -3,6 +3,7 @@ section and the row of a ``decisions.leak.LeakReport``, and a check's progress o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_apart, format_delta, format_size
@@ -14,10 +15,9 @@ if TYPE_CHECKING:
 
 def values_text(values: tuple[int, ...], base: int | None = None) -> str:
     """``16.0MB -> 32.0MB (+16.0MB) -> ...``; with ``base``, each value less it (``+0B -> +16.0MB ...``)."""
+    size: Callable[[int], str] = format_delta
     if base is None:
         size, base = format_size, 0
-    else:
-        size = format_delta
     parts = [size(values[0] - base)]
     for a, b in zip(values, values[1:]):
         parts.append(f"{size(b - base)} ({format_delta(b - a)})")
