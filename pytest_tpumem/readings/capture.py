@@ -121,15 +121,17 @@ def _arg_bytes(avals: tuple[Any, ...], shardings: tuple[Any, ...]) -> dict[str, 
 class ProgramCapture:
     """``with ProgramCapture() as cap: ...`` then ``cap.programs``: each distinct program lowered inside."""
 
-    def __init__(self, devices: list[Any] | None = None) -> None:
+    def __init__(self, devices: list[Any] | None = None, resident: bool = True) -> None:
         """Finds the hook point (jaxcompat.Unavailable where this jax has none); installs nothing
-        yet. ``devices``: where the other arrays in use are read (default: every local device)."""
+        yet. ``devices``: where the other arrays in use are read (default: every local device);
+        ``resident=False`` reads none (the programs are wanted for their jaxprs alone)."""
         import os
 
         jaxcompat.lowering_available()
         # The hook's frame, and the compiles for a target, are tpumem's: never a program's source line.
         jaxcompat.exclude_from_source_lines(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.devices = device_readings.local_devices() if devices is None else list(devices)
+        self.resident = resident
+        self.devices = (device_readings.local_devices() if devices is None else list(devices)) if resident else []
         self.programs: list[CapturedProgram] = []
         self.errors: list[str] = []  # recordings that failed; reported, never raised into the test
         self._seen: set[Any] = set()
@@ -191,6 +193,9 @@ class ProgramCapture:
         if key in self._seen:
             return
         self._seen.add(key)
+        if not self.resident:
+            self.programs.append(program)
+            return
         used = device_readings.read_used(self.devices)
         args = _arg_bytes(avals, tuple(m.sharding for m in metas))
         resident = max((n - args.get(label, 0) for label, n in used.items()), default=0)

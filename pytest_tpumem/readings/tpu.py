@@ -46,6 +46,8 @@ class HbmEstimate:
     xla_peak: int = 0  # XLA's peak_memory_in_bytes: HBM plus on-chip scratch
     spaces: tuple[tuple[str, int], ...] = field(default=())  # bytes per memory space from the buffer assignment
     buffers: tuple[Buffer, ...] = field(default=())  # the largest HBM buffers
+    wide: tuple[Buffer, ...] = field(default=())  # every float32/float64 array the program makes (its HLO), for
+    # decisions.upcast to tell what its upcasts cost on the target
 
     @property
     def headroom(self) -> int:
@@ -145,13 +147,28 @@ def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, device
                     xla_peak=int(ma.peak_memory_in_bytes),
                 )
             spaces = memory_spaces(dump)
-            estimate = replace(estimate, buffers=largest_buffers(dump), spaces=tuple(spaces.items()))
+            estimate = replace(
+                estimate, buffers=largest_buffers(dump), spaces=tuple(spaces.items()), wide=_wide_arrays(dump, name)
+            )
             if "default" in spaces and not estimate.refused:
                 estimate = replace(estimate, peak=spaces["default"])
     _CACHE[key] = estimate
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return estimate
+
+
+def _wide_arrays(dump: str, name: str) -> tuple[Buffer, ...]:
+    """The float32 and float64 arrays of the optimized module dumped in ``dump`` (none where it was not written)."""
+    from pathlib import Path
+
+    from ..decisions.upcast import wide_arrays
+    from .buffers import hlo_buffers
+
+    module = next(iter(sorted(Path(dump).glob("*after_optimizations.txt"))), None)
+    if module is None:
+        return ()
+    return tuple(replace(b, programs=(name,)) for b in wide_arrays(hlo_buffers(module.read_text(errors="replace"))))
 
 
 def estimate_hbm(

@@ -1,0 +1,195 @@
+"""What the widenings of a test's programs cost, and which float32 arrays nobody asked for.
+
+The jaxpr says where the code turned narrow floats wide (readings.precision); a compiled program's
+HLO says what float32 arrays it makes, each with the line and operation jax recorded for it. Every
+such array (not an argument: that is another program's, or the test's own data) is placed in
+exactly one of these, checked in this order:
+
+- ``upcast``: it is in the region of a widening the code asked for (same line, operation and element
+  count, or another operation of the line with the same count: XLA names a fusion after one of them) (a cast, a promotion, a matmul's
+  ``preferred_element_type``, a library function that returns the wider type): named with its line;
+- ``accumulator``: in the region of a library function that computes wide inside and returns the
+  narrow type (``jnp.mean`` of bf16 sums in float32): explained, not an upcast;
+- ``wide inputs``: made by an operation whose float inputs were float32 already: not an upcast;
+- ``compiler's own``: in a program with narrow floats, an array with no jax operation behind it, or
+  one at a line where the jaxpr has no wide value of its size (the key is (line, primitive, element
+  count): a reshape or bitcast keeps the count): the compiler chose float32 (XLA's CPU backend
+  computes bf16 and f16 through float32 temporaries that a TPU or GPU does not make);
+- ``unexplained``: none of the above (a program the test did not lower, an operation without a line).
+
+A promotion caused by another widening's result joins that widening: the root, whose cause is a
+constant, a literal or an argument, names the group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+UPCAST, ACCUMULATOR, WIDE_INPUTS, COMPILERS_OWN, UNEXPLAINED = (
+    "upcast",
+    "accumulator",
+    "wide inputs",
+    "compiler's own",
+    "unexplained",
+)
+_WIDE = ("f32", "f64")
+_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2}
+
+
+def element_bytes(dtype: str) -> int:
+    """Bytes of an element of an XLA float dtype ("bf16": 2, "f8e4m3fn": 1)."""
+    return _BYTES.get(dtype, 1 if dtype.startswith("f8") or dtype.startswith("f4") else 0)
+
+
+def named(w: Any) -> bool:
+    """A widening the code asked for (an upcast to name), not one a library keeps inside."""
+    return w.how in ("astype", "promotion", "preferred") or (w.how == "inside" and w.kept)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one upcast's float32 arrays take on one backend or target."""
+
+    where: str  # "cpu", "v5e:2x2"
+    wide: int  # bytes of float32 arrays in its region
+    beyond: int  # of which more than the same arrays in the narrow type
+    buffers: tuple[Any, ...] = ()  # readings.buffers.Buffer, the largest first (XLA may reuse their memory)
+
+    @property
+    def wide_type(self) -> str:
+        return "/".join(sorted({_dtype(b.shape) for b in self.buffers})) or "wider"
+
+
+@dataclass(frozen=True)
+class Upcast:
+    """A group of widenings (a root and what its wide result promoted in turn) and what it costs."""
+
+    root: Any  # readings.precision.Widening
+    also: tuple[Any, ...]  # the widenings it promoted
+    costs: tuple[Cost, ...]
+
+    @property
+    def named(self) -> bool:
+        return named(self.root) or any(named(w) for w in self.also)
+
+    def cost(self, where: str) -> Cost | None:
+        return next((c for c in self.costs if c.where == where), None)
+
+
+@dataclass(frozen=True)
+class PrecisionReport:
+    """A test's upcasts (named first, the costliest first) and the float32 arrays of each kind."""
+
+    upcasts: tuple[Upcast, ...]
+    kinds: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)  # where -> kind -> buffers
+    run: str = ""  # which of the wheres is the run's own backend ("cpu")
+
+    @property
+    def named(self) -> tuple[Upcast, ...]:
+        return tuple(u for u in self.upcasts if u.named)
+
+    def of_kind(self, where: str, kind: str) -> tuple[Any, ...]:
+        return self.kinds.get(where, {}).get(kind, ())
+
+
+def _line(source: str) -> str:
+    return source.split(" (", 1)[0]
+
+
+def _prim(op: str) -> str:
+    return op.rsplit("/", 1)[-1]
+
+
+def _dtype(shape: str) -> str:
+    return shape.split("[", 1)[0]
+
+
+def _elements(shape: str) -> int:
+    """Elements of an HLO array shape ("f32[8,128]": 1024; "f32[]": 1)."""
+    import math
+
+    dims = shape.partition("[")[2].rstrip("]")
+    try:
+        return math.prod(int(d) for d in dims.split(",") if d)
+    except ValueError:
+        return -1
+
+
+def wide_arrays(buffers: tuple[Any, ...]) -> list[Any]:
+    """The float32 and float64 arrays a program makes (not its arguments, not its constants)."""
+    return [b for b in buffers if _dtype(b.shape) in _WIDE and not b.kind.startswith(("argument", "constant"))]
+
+
+def _root(widenings: list[Any], i: int) -> int:
+    seen = set()
+    while widenings[i].via >= 0 and i not in seen:
+        seen.add(i)
+        i = widenings[i].via
+    return i
+
+
+def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> PrecisionReport:
+    """Each float32 array of ``buffers`` (per backend or target: readings.buffers.Buffer) placed in
+    one kind, and the widenings of ``precisions`` (readings.precision.Precision, one per program)
+    grouped with what their arrays cost."""
+    flat: list[Any] = []  # every widening, with its program's offset applied to ``via``
+    for p in precisions:
+        base = len(flat)
+        flat += [w if w.via < 0 else _with_via(w, w.via + base) for w in p.widenings]
+    roots = [_root(flat, i) for i in range(len(flat))]
+    exact: dict[tuple[str, str, int], list[int]] = {}
+    sized: dict[tuple[str, int], list[int]] = {}  # another operation on the line made the same value (a fusion's name)
+    for i, w in enumerate(flat):
+        for line, prim, n in w.region:
+            exact.setdefault((line, prim, n), []).append(i)
+            sized.setdefault((line, n), []).append(i)
+    wide = {k for p in precisions for k in p.wide_lines if k[0]}
+    wide_sized = {(line, n) for line, _, n in wide}
+    known = {k[0] for p in precisions for k in (*p.narrow_lines, *p.wide_lines) if k[0]} | {k[0] for k in sized}
+    narrow = any(p.narrow for p in precisions)
+
+    charged: dict[tuple[int, str], list[Any]] = {}
+    kinds: dict[str, dict[str, list[Any]]] = {}
+    for where, bufs in buffers.items():
+        mine = kinds.setdefault(where, {})
+        for b in wide_arrays(bufs):
+            line, n = _line(b.source), _elements(b.shape)
+            takers = (exact.get((line, _prim(b.op), n)) or sized.get((line, n)) or []) if b.op and line else []
+            if takers:
+                best = min(takers, key=lambda i: (not named(flat[i]), i))
+                group = roots[best]
+                kind = UPCAST if named(flat[best]) or named(flat[group]) else ACCUMULATOR
+                charged.setdefault((group, where), []).append(b)
+            elif (line, _prim(b.op), n) in wide or (line, n) in wide_sized:
+                kind = WIDE_INPUTS
+            elif narrow and (not b.op or line in known):
+                kind = COMPILERS_OWN  # no wide value of its size at its line in the program: the compiler's
+            else:
+                kind = UNEXPLAINED
+            mine.setdefault(kind, []).append(b)
+
+    upcasts = []
+    for group in sorted(set(roots)):
+        members = [flat[i] for i in range(len(flat)) if roots[i] == group and i != group]
+        root = flat[group]
+        costs = []
+        for where in buffers:
+            arrays = sorted(charged.get((group, where), []), key=lambda b: -b.size)
+            wide = sum(b.size for b in arrays)
+            beyond = sum(
+                b.size - b.size * element_bytes(root.narrow) // max(element_bytes(_dtype(b.shape)), 1) for b in arrays
+            )
+            costs.append(Cost(where, wide, beyond, tuple(arrays)))
+        upcasts.append(Upcast(root, tuple(members), tuple(costs)))
+    upcasts.sort(key=lambda u: (not u.named, -max((c.beyond for c in u.costs), default=0), -u.root.nbytes))
+    return PrecisionReport(
+        tuple(upcasts),
+        {w: {k: tuple(sorted(v, key=lambda b: -b.size)) for k, v in m.items()} for w, m in kinds.items()},
+    )
+
+
+def _with_via(w: Any, via: int) -> Any:
+    from dataclasses import replace
+
+    return replace(w, via=via)

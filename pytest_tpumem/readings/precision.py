@@ -1,0 +1,431 @@
+"""Where a program's narrow floats (bf16, f16, the fp8 kinds) become float32 or float64, read from
+its jaxpr: the program as jax traced it, before any backend compiled it, with the user's line on
+every equation.
+
+Each place is a :class:`Widening`: how it came about (the code cast it, ``astype``; a wider operand
+promoted an operation, ``promotion``; a matmul asked for a wider result, ``preferred``; a library
+function computes in the wider type inside, ``inside``), its line, the wide value's type, and the
+equations whose wide results derive from it (its region, as (line, primitive) pairs, the key an
+optimized HLO's metadata carries for every instruction XLA made from them). What the widening costs
+is the compiled program's to say: decisions.upcast matches the HLO's float32 buffers to the regions.
+
+Promotion is told from the data, not from jax's function names: a conversion whose result meets a
+wider operand in the operation that takes it was made by that operand (jax.numpy's
+``promote_dtypes``), and that operand is named (a constant, an argument, a literal, or another
+widening, whose own cause is then the root). An explicit cast is told by the jax function the
+user's line called (``astype``, ``asarray``, ``array``, ``lax.convert_element_type``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import jaxcompat
+from .frames import Frame, is_user_file, short_path
+
+SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}
+CASTS = {"astype", "_astype", "asarray", "array", "convert_element_type"}  # jax functions that cast
+MATMULS = {"dot_general", "conv_general_dilated", "ragged_dot", "ragged_dot_general"}
+_SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"}
+_FORWARDERS = ("<locals>", "reraise_with_filtered_traceback", "cache_miss", "__call__")
+
+
+def short_dtype(dtype: Any) -> str:
+    """jax's dtype name as XLA writes it: "bf16", "f32", "f8e4m3fn"."""
+    name = str(getattr(dtype, "name", dtype))
+    return SHORT.get(name, name.replace("float", "f").replace("_", ""))
+
+
+def _float_bytes(dtype: Any) -> int:
+    """Bytes of a floating-point dtype's element; 0 for any other."""
+    import numpy as np
+
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        return 0
+    name = d.name
+    if not (name.startswith(("float", "bfloat")) or name == "float64"):
+        return 0
+    return int(d.itemsize)
+
+
+def is_narrow(dtype: Any) -> bool:
+    return 0 < _float_bytes(dtype) < 4
+
+
+def is_wide(dtype: Any) -> bool:
+    return _float_bytes(dtype) >= 4
+
+
+@dataclass(frozen=True)
+class Widening:
+    """One place a narrow float value becomes a wider one."""
+
+    how: str  # "astype", "promotion", "preferred" (a matmul's preferred_element_type), "inside" (a library's)
+    line: str  # the user's line ("src/norm.py:19"), "" where none is known
+    function: str  # the user's function there
+    op: str  # what did it: "add", "div", "dot_general", or the library function ("mean", "softmax")
+    shape: str  # the wide value: "f32[8,128,96,96]"
+    narrow: str  # "bf16"
+    wide: str  # "f32"
+    nbytes: int  # of the wide value
+    program: str
+    kept: bool = False  # wide values derived from it reach another line of the user's, or the program's results
+    cause: str = ""  # a promotion's wider operand, in words ("float32 constant EPS_F32 (src/norm.py:9)")
+    via: int = -1  # a promotion caused by another widening's wide value: that widening's index
+    region: frozenset[tuple[str, str, int]] = field(
+        default=frozenset()
+    )  # (line, primitive, elements) of its wide results
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What one program's jaxpr says of its floats."""
+
+    program: str
+    narrow: bool  # it has narrow float values
+    widenings: tuple[Widening, ...]
+    wide_lines: frozenset[tuple[str, str, int]]  # (line, primitive, elements) of wide results from wide inputs alone
+    narrow_lines: frozenset[tuple[str, str, int]]  # (line, primitive, elements) of narrow float results
+
+
+def _aval(v: Any) -> Any:
+    return getattr(v, "aval", None)
+
+
+def _dtype(v: Any) -> Any:
+    return getattr(_aval(v), "dtype", None)
+
+
+def _shape(v: Any) -> str:
+    a = _aval(v)
+    dims = ",".join(str(d) for d in getattr(a, "shape", ()))
+    return f"{short_dtype(getattr(a, 'dtype', '?'))}[{dims}]"
+
+
+def _count(v: Any) -> int:
+    """Elements of a value: what a reshape or a bitcast of it keeps, as the HLO's array shows it."""
+    import math
+
+    try:
+        return int(math.prod(getattr(_aval(v), "shape", ())))
+    except Exception:
+        return -1
+
+
+def _nbytes(v: Any) -> int:
+    import math
+
+    a = _aval(v)
+    try:
+        return int(math.prod(a.shape)) * int(a.dtype.itemsize)
+    except Exception:
+        return 0
+
+
+def _frames(eqn: Any) -> tuple[Frame | None, list[str]]:
+    """The equation's innermost user frame, and the names of the functions between it and the
+    operation, innermost first (jax's, a library's)."""
+    tb = jaxcompat.eqn_traceback(eqn)
+    names: list[str] = []
+    for f in getattr(tb, "frames", None) or ():
+        if is_user_file(f.file_name):
+            return Frame(short_path(f.file_name), int(f.line_num), str(f.function_name)), names
+        names.append(str(f.function_name))
+    return None, names
+
+
+def _called(names: list[str]) -> str:
+    """The function the user's line called (the outermost named one, past jax's forwarders)."""
+    for name in reversed(names):
+        if not any(part in name for part in _FORWARDERS):
+            return name.rsplit(".", 1)[-1]
+    return ""
+
+
+def _sub_jaxprs(eqn: Any) -> list[tuple[Any, list[Any]]]:
+    """The programs inside an equation (jit, checkpoint, custom derivatives, control flow), each
+    with the outer values its inputs are (None where they are not one to one)."""
+    out = []
+    p = eqn.params
+    if "branches" in p:  # cond: the first input picks the branch
+        return [(b, list(eqn.invars[1:])) for b in p["branches"]]
+    if "body_jaxpr" in p:  # while: cond consts, body consts, carry
+        nc, nb = p.get("cond_nconsts", 0), p.get("body_nconsts", 0)
+        carry = list(eqn.invars[nc + nb :])
+        return [
+            (p["cond_jaxpr"], list(eqn.invars[:nc]) + carry),
+            (p["body_jaxpr"], list(eqn.invars[nc : nc + nb]) + carry),
+        ]
+    for value in p.values():
+        inner = getattr(value, "jaxpr", value)
+        if hasattr(inner, "eqns"):
+            out.append((value, list(eqn.invars)))
+    return out
+
+
+class _Reader:
+    def __init__(self, program: str, consts: int, arg_names: list[str]):
+        self.program = program
+        self.widenings: list[dict[str, Any]] = []
+        self.wide_lines: set[tuple[str, str, int]] = set()
+        self.narrow_lines: set[tuple[str, str, int]] = set()
+        self.narrow = False
+        self.arg_names = arg_names
+        self.n_consts = consts
+        self.fresh: dict[Any, int] = {}  # a conversion's result, not yet taken by an operation -> its widening
+        self.origin: dict[Any, str] = {}  # a wide value not from a narrow one -> what it is, in words
+
+    def read(
+        self, jaxpr: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str
+    ) -> dict[Any, frozenset[int]]:
+        inner = getattr(jaxpr, "jaxpr", jaxpr)
+        for eqn in inner.eqns:
+            self._eqn(eqn, taints, outer, library)
+        return taints
+
+    def _eqn(self, eqn: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str) -> None:
+        frame, names = _frames(eqn)
+        own_library = library
+        if frame is None:
+            frame = outer
+            if outer is not None and not library:
+                own_library = "jax"  # traced inside a jitted library function: no frame of the user's
+        line = f"{frame.file}:{frame.line}" if frame is not None else ""
+        prim = eqn.primitive.name
+        ins = [v for v in eqn.invars if _aval(v) is not None]
+        in_taint = frozenset().union(*(taints.get(v, frozenset()) for v in ins if not _is_literal(v)))
+        if any(is_narrow(_dtype(v)) for v in (*ins, *eqn.outvars)):
+            self.narrow = True
+        # A conversion's result meeting a wider operand here: that operand promoted it.
+        for v in ins:
+            if not _is_literal(v) and v in self.fresh:
+                w = self.widenings[self.fresh.pop(v)]
+                if w["how"] == "promotion?":
+                    others = [o for o in ins if o is not v and is_wide(_dtype(o))]
+                    if others:
+                        w["how"] = "promotion"
+                        w["op"] = prim
+                        w["cause_of"] = [self._describe(o, taints, frame) for o in others]
+                    else:
+                        w["how"] = "inside"
+        subs = _sub_jaxprs(eqn)
+        if subs:
+            name = str(eqn.params.get("name", "")) if prim in ("pjit", "jit", "closed_call") else ""
+            sub_library = own_library
+            outs_taint: list[frozenset[int]] = [frozenset()] * len(eqn.outvars)
+            for sub, outer_ins in subs:
+                inner = getattr(sub, "jaxpr", sub)
+                sub_taints: dict[Any, frozenset[int]] = {}
+                if len(inner.invars) == len(outer_ins):
+                    for a, b in zip(inner.invars, outer_ins):
+                        if not _is_literal(b) and b in taints:
+                            sub_taints[a] = taints[b]
+                        if not _is_literal(b) and b in self.origin:
+                            self.origin[a] = self.origin[b]
+                if frame is not None and not _any_user_frame(inner) and name:
+                    sub_library = sub_library or name.strip("_")
+                self.read(sub, sub_taints, frame, sub_library)
+                if len(inner.outvars) == len(eqn.outvars):
+                    outs_taint = [a | sub_taints.get(o, frozenset()) for a, o in zip(outs_taint, inner.outvars)]
+            for o, t in zip(eqn.outvars, outs_taint):
+                if is_wide(_dtype(o)):
+                    taints[o] = t or (in_taint if in_taint else frozenset())
+                    self._region(taints[o], line, prim, o)
+            return
+        for o in eqn.outvars:
+            dt = _dtype(o)
+            if is_narrow(dt):
+                self.narrow_lines.add((line, prim, _count(o)))
+                continue
+            if not is_wide(dt):
+                continue
+            new = self._widening(eqn, o, ins, frame, names, line, own_library)
+            taint = in_taint | ({new} if new is not None else frozenset())
+            if taint:
+                taints[o] = taint
+                self._region(taint, line, prim, o)
+            else:
+                self.wide_lines.add((line, prim, _count(o)))
+                first = ins[0] if ins and not _is_literal(ins[0]) else None
+                if prim in _SHAPE_OPS and first is not None and first in self.origin:
+                    self.origin[o] = self.origin[first]  # a broadcast constant is still that constant
+                else:
+                    self.origin.setdefault(o, f"{_words(dt)} value made at {line or 'an unknown line'} ({prim})")
+
+    def _region(self, taint: frozenset[int], line: str, prim: str, value: Any) -> None:
+        if not line:
+            return
+        for i in taint:
+            w = self.widenings[i]
+            w["region"].add((line, prim, _count(value)))
+            if line != w["line"]:
+                w["kept"] = True
+
+    def _widening(
+        self, eqn: Any, out: Any, ins: list[Any], frame: Frame | None, names: list[str], line: str, library: str
+    ) -> int | None:
+        prim = eqn.primitive.name
+        narrow_in = [v for v in ins if is_narrow(_dtype(v))]
+        if not narrow_in or any(is_wide(_dtype(v)) for v in ins) and prim != "convert_element_type":
+            return None
+        if prim == "convert_element_type":
+            called = _called(names)
+            how = "inside" if library else ("astype" if called in CASTS else "promotion?")
+            op = library or (called.strip("_") if called else prim)
+        elif prim in MATMULS:
+            how, op = ("inside", library) if library else ("preferred", prim)
+        else:
+            return None
+        self.widenings.append(
+            {
+                "how": how,
+                "line": line,
+                "function": frame.function if frame is not None else "",
+                "op": op,
+                "shape": _shape(out),
+                "narrow": short_dtype(_dtype(narrow_in[0])),
+                "wide": short_dtype(_dtype(out)),
+                "nbytes": _nbytes(out),
+                "kept": False,
+                "region": {(line, prim, _count(out))},
+                "cause_of": [],
+            }
+        )
+        index = len(self.widenings) - 1
+        if how == "promotion?":
+            self.fresh[out] = index
+        return index
+
+    def _describe(self, v: Any, taints: dict[Any, frozenset[int]], frame: Frame | None) -> tuple[int, str]:
+        """The wider operand that promoted an operation: (the widening it came from, or -1; words)."""
+        dt = _dtype(v)
+        taint = taints.get(v) if not _is_literal(v) else None
+        if taint:
+            return min(taint), ""
+        named = constant_names(frame, dt) if frame is not None else ""
+        said = self.origin.get(v, "") if not _is_literal(v) else ""
+        if named and (_is_literal(v) or "constant" in said):
+            return -1, f"{_words(dt)} constant {named}"
+        if _is_literal(v):
+            return -1, f"{_words(dt)} literal {getattr(v, 'val', '?')!r}"
+        return -1, said or f"{_words(dt)} value"
+
+    def arguments(self, jaxpr: Any) -> None:
+        """What the program's own inputs are, in words, for naming a promotion's cause."""
+        inner = getattr(jaxpr, "jaxpr", jaxpr)
+        for v in getattr(inner, "constvars", ()):
+            if is_wide(_dtype(v)):
+                self.origin[v] = f"{_words(_dtype(v))} constant {_shape(v)} of the program"
+        for i, v in enumerate(inner.invars):
+            if is_wide(_dtype(v)):
+                name = self.arg_names[i] if i < len(self.arg_names) else ""
+                self.origin[v] = f"{_words(_dtype(v))} argument {name or i} {_shape(v)}"
+
+
+def _is_literal(v: Any) -> bool:
+    return type(v).__name__ == "Literal"
+
+
+def _words(dtype: Any) -> str:
+    return str(getattr(dtype, "name", dtype))
+
+
+def _any_user_frame(jaxpr: Any) -> bool:
+    return any(_frames(e)[0] is not None for e in getattr(jaxpr, "eqns", ())[:8])
+
+
+def read_precision(program: str, jaxpr: Any, arg_names: list[str] | None = None) -> Precision:
+    """Where ``jaxpr`` (a program's, open or closed) widens narrow floats."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    if arg_names is None:
+        arg_names = [str(n) for n in getattr(jaxcompat.debug_info(jaxpr), "arg_names", None) or ()]
+    reader = _Reader(program, len(getattr(inner, "constvars", ())), list(arg_names))
+    reader.arguments(jaxpr)
+    taints: dict[Any, frozenset[int]] = {}
+    reader.read(jaxpr, taints, None, "")
+    for o in inner.outvars:
+        for i in taints.get(o, frozenset()) if not _is_literal(o) else ():
+            reader.widenings[i]["kept"] = True
+    out = []
+    for w in reader.widenings:
+        how = "inside" if w["how"] == "promotion?" else w["how"]
+        via, cause = -1, ""
+        for index, words in w["cause_of"]:
+            if index >= 0 and via < 0:
+                via = index
+            elif words and not cause:
+                cause = words
+        out.append(
+            Widening(
+                how=how,
+                line=w["line"],
+                function=w["function"],
+                op=w["op"],
+                shape=w["shape"],
+                narrow=w["narrow"],
+                wide=w["wide"],
+                nbytes=w["nbytes"],
+                program=program,
+                kept=w["kept"],
+                cause=cause if via < 0 else "",
+                via=via,
+                region=frozenset(w["region"]),
+            )
+        )
+    return Precision(program, reader.narrow, tuple(out), frozenset(reader.wide_lines), frozenset(reader.narrow_lines))
+
+
+# --- naming a constant: the module globals a line uses -------------------------------------------
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def constant_names(frame: Frame, dtype: Any) -> str:
+    """The module-level names on the user's line that hold a value of ``dtype`` (a float32
+    constant), each with the line that defines it: ``EPS_F32 (src/norm.py:9)``; "" where none."""
+    try:
+        return _constant_names(frame.file, frame.line, str(getattr(dtype, "name", dtype)))
+    except Exception:  # naming is a courtesy: never an error
+        return ""
+
+
+@functools.lru_cache(maxsize=256)
+def _constant_names(file: str, line: int, dtype: str) -> str:
+    path = os.path.abspath(file)
+    module = next(
+        (m for m in list(sys.modules.values()) if os.path.abspath(getattr(m, "__file__", None) or "") == path), None
+    )
+    if module is None:
+        return ""
+    text = linecache.getline(path, line)
+    defined = _definitions(path)
+    found = []
+    for name in dict.fromkeys(_NAME.findall(text)):
+        value = getattr(module, name, None)
+        if str(getattr(getattr(value, "dtype", None), "name", "")) == dtype and name in defined:
+            found.append(f"{name} ({file}:{defined[name]})")
+    return ", ".join(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _definitions(path: str) -> dict[str, int]:
+    """Module-level names and the line that assigns each."""
+    tree = ast.parse("".join(linecache.getlines(path)))
+    out: dict[str, int] = {}
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        for t in targets:
+            if isinstance(t, ast.Name):
+                out.setdefault(t.id, node.lineno)
+    return out
