@@ -317,7 +317,8 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
     """Planted: a bf16 GroupNorm computed in float32 (x.astype(jnp.float32)). Its failure names the
     astype line first. The twin computes in bf16: on CPU, XLA itself computes bf16 arithmetic in
     float32 (its own conversions, with no jax operation behind them), so the twin needs as much
-    here and fails the same budget, but no line of its code is named as an upcast."""
+    here and fails the same budget; no line of its code is named as an upcast, and the failure says
+    which part of the figure is the CPU's own float32 and points at a target."""
     path = pytester.makepyfile(test_gn=GROUP_NORM)
     line = next(i + 1 for i, text in enumerate(path.read_text().splitlines()) if "x.astype(jnp.float32)" in text)
     result = pytester.runpytest_subprocess("--tpumem")
@@ -328,8 +329,10 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
             "max_hbm: peak 67.1MB on cpu:0 is over the budget of 40.0MB (max_hbm('40MB')), judged by program jit(group_norm_f32);*",
             # 16.8MB in, 16.8MB out and 33.6MB of temporaries (XLA's memory analysis, the same on jax 0.10 and 0.12)
             "  cpu:0: start 0B, peak 67.1MB by program jit(group_norm_f32) [[]start 0B, end 0B, body-end 16.8MB, program 67.1MB[]]",
-            "  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):",
-            f"       33.6MB  f32[[]8,64,128,128[]] from bf16 at test_gn.py:{line} (group_norm_f32): 16.8MB more than in bf16",
+            "  upcasts in the programs this test ran (narrow floats the code turned wide, and what that costs):",
+            # read from the jaxpr: the cast's line, though XLA fused it; its float32 arrays: a 33.6MB copy and the
+            # 33.6MB difference made from it
+            f"    test_gn.py:{line}: astype casts bf16 to f32[[]8,64,128,128[]]: 67.1MB of f32 arrays on cpu, 33.6MB more than in bf16",
             "  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):",
             "*33.6MB  f32[[]8,64,128,128[]]  temporary from jit(group_norm_f32)/*",
         ]
@@ -337,6 +340,9 @@ def test_a_budget_failure_names_the_silent_upcast_first(pytester):
     twin = result.stdout.str().split("_ test_group_norm_in_bf16 _")[1].split("Captured tpumem call")[0]
     assert "largest arrays the programs this test ran make" in twin
     assert "upcasts in the programs" not in twin
+    # ... but the CPU's own float32 temporaries are said, as what this CPU figure overstates of a chip's
+    assert "up to 33.6MB of the figure on cpu is float32 temporaries its compiler made" in twin, twin
+    assert "a conversion XLA inserted" in twin and 'target="v5e"' in twin, twin
 
 
 def test_a_budget_is_met_at_equality_and_a_byte_over_reads_apart(pytester):

@@ -149,11 +149,12 @@ def test_it_fetches_nothing(run):
 def test_the_upcast_and_the_largest_arrays_of_a_test_over_budget(run):
     details = _details(_html(run[0]), IDS["upcast"])
     assert "max_hbm: peak 67.1MB on cpu:0 is over the budget of 40.0MB" in details  # its failure text
-    assert "upcasts (float32 copies of narrower values)" in details
+    assert "upcasts (narrow floats the code turned wide)" in details
+    line = _line("astype(jnp.float32)")
     assert re.search(
-        rf"<td class=n>33\.6MB</td><td>f32\[8,64,128,128\]</td><td>[^<]*from bf16 at test_page\.py:{_line('astype(jnp.float32)')} ",
+        rf"<td>test_page\.py:{line}</td><td>f32\[8,64,128,128\]</td><td>test_page\.py:{line}: astype casts bf16 to ",
         details,
-    )
+    ), details
     assert "largest arrays of the programs it ran" in details
 
 

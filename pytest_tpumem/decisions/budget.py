@@ -28,8 +28,10 @@ class BudgetResult:
     buffers: tuple[
         Any, ...
     ] = ()  # where it failed: the largest arrays its compiled programs make (readings.buffers.Buffer)
-    upcasts: tuple[Any, ...] = ()  # where it failed: float32 arrays converted from bf16/f16, the largest first
+    upcasts: tuple[Any, ...] = ()  # where it failed: the upcasts the code asked for (decisions.upcast.Upcast)
     files: tuple[str, ...] = ()  # files written for it (its device-memory profile), where a directory was given
+    judged_on: str = ""  # a TPU target's topology where the budget is judged there: this peak is then shown only
+    precision: Any = None  # decisions.upcast.PrecisionReport, where it was read (a failure)
 
     @property
     def over(self) -> list[DevicePeak]:
@@ -40,24 +42,35 @@ class BudgetResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.over)
+        """Over the budget on the run's devices, where they judge it (a test with a TPU target is
+        judged on the target's compile: the run's own figure, a CPU's above all, is shown only)."""
+        return bool(self.over) and not self.judged_on
 
     @property
     def sampled_over(self) -> list[DevicePeak]:
         """Devices within the budget where only the sampler saw more (timing-dependent: warned of, not judged)."""
         return [] if self.budget is None else self.peak.sampled_over(self.budget.limit)
 
-    def explained(self, buffers: tuple[Any, ...], top: int = defaults.TOP_BUFFERS) -> BudgetResult:
+    def explained(
+        self, buffers: tuple[Any, ...], precision: Any = None, top: int = defaults.TOP_BUFFERS
+    ) -> BudgetResult:
         """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
-        programs make, an argument that several programs take once) and the silent upcasts among
-        them, each upcast at least defaults.UPCAST_MIN bytes."""
+        programs make, an argument that several programs take once) and the upcasts the code asked
+        for (``precision``, a decisions.upcast.PrecisionReport), each costing at least
+        defaults.UPCAST_MIN bytes beyond the narrow type somewhere, or making one that large."""
         ordered = sorted(once_each(buffers), key=lambda b: (-b.size, b.kind, b.instruction))
-        upcasts = [b for b in ordered if b.converted_from and b.size >= defaults.UPCAST_MIN]
-        return replace(self, buffers=tuple(ordered[:top]), upcasts=tuple(upcasts[:top]))
+        upcasts = [] if precision is None else [u for u in precision.named if costly(u)]
+        return replace(self, buffers=tuple(ordered[:top]), upcasts=tuple(upcasts[:top]), precision=precision)
 
     @property
     def verdict(self) -> Verdict:
         return Verdict.OVER_BUDGET if self.failed else Verdict.OK
+
+
+def costly(upcast: Any) -> bool:
+    """An upcast worth a line: its wider arrays cost defaults.UPCAST_MIN beyond the narrow type on
+    some backend or target, or its wide value is that large (where a compiler fused it away)."""
+    return upcast.root.nbytes >= defaults.UPCAST_MIN or any(c.beyond >= defaults.UPCAST_MIN for c in upcast.costs)
 
 
 def once_each(buffers: tuple[Any, ...]) -> list[Any]:

@@ -255,10 +255,12 @@ class Entry:
         records = list(records)
         merged = _merged_records(records)
         peaks = merged.get("peaks") or {}
+        # A run's figure that a TPU target judged in its place ("judged_on") is shown, not compared.
+        judged = [p for r in records if not r.get("judged_on") for p in (r.get("peaks") or {}).values()]
         return cls._read(
             merged,
             outcome=outcome,
-            peak=max(peaks.values()) if peaks else None,
+            peak=max(judged or peaks.values()) if peaks else None,
             checks=tuple(records),
             failure=failure,
         )
@@ -285,6 +287,12 @@ class Entry:
     @property
     def failed(self) -> bool:
         return self.verdict.failed
+
+    @property
+    def shown_only(self) -> set[str]:
+        """Devices whose figure is shown, not judged: a run's own, where a TPU target judged the budget."""
+        shown = {k for c in self.checks if c.get("judged_on") for k in (c.get("peaks") or {})}
+        return shown - {k for c in self.checks if not c.get("judged_on") for k in (c.get("peaks") or {})}
 
     @property
     def comparable(self) -> bool:

@@ -79,6 +79,8 @@ class TargetResult:
     spelled: str  # where the budget came from
     judgements: tuple[ProgramJudgement, ...]
     errors: tuple[str, ...] = ()  # recordings or judgements that failed
+    precision: Any = None  # decisions.upcast.PrecisionReport, where it was read (a failure)
+    upcasts: tuple[Any, ...] = ()  # the upcasts worth naming (decisions.budget.costly), the costliest first
 
     @property
     def judged(self) -> list[ProgramJudgement]:
@@ -152,11 +154,18 @@ class TargetCheck:
     def __exit__(self, *exc: Any) -> None:
         self.capture.__exit__(*exc)
 
-    def result(self) -> TargetResult:
-        """Compile what was recorded for the target and judge it (a compile per distinct program)."""
+    def result(self, left: int = 0) -> TargetResult:
+        """Compile what was recorded for the target and judge it (a compile per distinct program).
+        ``left``: bytes of the arrays in use that other tests left alive, not counted in what each
+        program needs beside its own (decisions.peak.own_use)."""
+        from dataclasses import replace
+
         errors = list(self.capture.errors)
         try:
-            judgements = judge_programs(self.capture.programs, self.target)
+            judgements = [
+                replace(j, resident=max(0, j.resident - left))
+                for j in judge_programs(self.capture.programs, self.target)
+            ]
         except Exception as e:  # never an INTERNALERROR, never a silent pass: the code is not judged
             judgements = []
             errors.append(f"judging for {self.target.topology} failed: {type(e).__name__}: {e}")

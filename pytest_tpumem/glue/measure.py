@@ -185,6 +185,7 @@ class Measurer:
         from ..checks import PeakTracker
 
         target = self._start_target(item, plan)
+        capture = self._start_capture(plan, target)
         self._forget_last_failure()
         if plan.recompile:
             import jax
@@ -201,7 +202,7 @@ class Measurer:
         oom: BaseException | None = None
         outcome = "failed"
         try:
-            with target if target is not None else contextlib.nullcontext():
+            with target if target is not None else capture if capture is not None else contextlib.nullcontext():
                 result = yield
             outcome = "passed"
             return result
@@ -215,7 +216,7 @@ class Measurer:
                 raise
             oom = e
         finally:
-            self._judge(item, plan, tracker, target, oom, outcome)
+            self._judge(item, plan, tracker, target or capture, oom, outcome)
             del oom
 
     def _forget_last_failure(self) -> None:
@@ -256,6 +257,20 @@ class Measurer:
         except (Unavailable, TopologyError) as e:
             fail(about(budget.spelled, str(e)))
 
+    def _start_capture(self, plan: TestPlan, target: Any) -> Any:
+        """For a budgeted test without a target whose programs are compiled inside it: a capture of
+        the programs it lowers, whose jaxprs say where it turned narrow floats wide (read only where
+        the budget fails). None where there is a target (its own capture serves) or this jax has no hook."""
+        if target is not None or plan.budget is None or not plan.recompile:
+            return None
+        from ..readings.capture import ProgramCapture
+        from ..readings.jaxcompat import Unavailable
+
+        try:
+            return ProgramCapture(resident=False)
+        except Unavailable:
+            return None
+
     def _judge(
         self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str
     ) -> None:
@@ -295,17 +310,28 @@ class Measurer:
             item.add_report_section("call", "tpumem", section(result))
             record(item, row(result))
             fail(message(result))
-        peak = own_use(peak, item.stash.get(_LEFT, ()), self.settings.budget_counts == "device")
-        budget = BudgetResult(peak, plan.budget)
-        if budget.failed and peak.left_behind:  # who left what the test started with, and where
+        whole_device = self.settings.budget_counts == "device"
+        peak = own_use(peak, item.stash.get(_LEFT, ()), whole_device)
+        from ..decisions.target import TargetCheck
+
+        checked = target if isinstance(target, TargetCheck) else None  # else the test's ProgramCapture, or None
+        budget = BudgetResult(peak, plan.budget, judged_on=checked.target.topology if checked is not None else "")
+        on_target = None
+        if checked is not None:  # what others left is not the test's on the target either, unless counted
+            on_target = checked.result(0 if whole_device else max((d.left for d in peak.devices.values()), default=0))
+        if budget.over and peak.left_behind:  # who left what the test started with, and where
             budget = replace(budget, peak=replace(peak, left_behind=explained(item, peak.left_behind)))
-        if budget.failed:  # why the peak is what it is: what the test's own programs make
-            budget = budget.explained(tracker.program_buffers())
-            if self.settings.profile_dir is not None:
+        if budget.over or (on_target is not None and on_target.failed):
+            # why the figures are what they are: what the test's own programs make, and its upcasts
+            buffers = tracker.program_buffers()
+            programs = checked.capture.programs if checked is not None else getattr(target, "programs", None)
+            precision = self._precision(programs, buffers, on_target)
+            budget = budget.explained(buffers, precision)
+            if on_target is not None:
+                on_target = replace(on_target, precision=precision, upcasts=budget.upcasts)
+            if self.settings.profile_dir is not None and budget.failed:
                 budget = with_files(budget, save_budget, self.settings.profile_dir, item.nodeid)
-        results: list[Any] = [budget]
-        if target is not None:
-            results.append(target.result())
+        results: list[Any] = [budget] + ([on_target] if on_target is not None else [])
         leak = item.stash.get(_LEAK_REPORT, None)
         sections = [section(r) for r in results] + ([section(leak)] if leak is not None else [])
         failed = [r for r in results if r.failed]
@@ -315,10 +341,31 @@ class Measurer:
         item.add_report_section("call", "tpumem", "\n".join(s for s in sections if s))
         for r in results:
             record(item, row(r))
-        if budget.sampled_over and not budget.failed:  # timing-dependent: said, never judged
+        if budget.sampled_over and not budget.failed and not budget.judged_on:  # timing-dependent: said, never judged
             warn(item, sampled_over(budget))
         if text and outcome == "passed":
             fail(text)
+
+    def _precision(self, programs: Any, buffers: tuple[Any, ...], on_target: Any) -> Any:
+        """Where the test's programs turned narrow floats wide, and what their float32 arrays are
+        on this run's backend and on the target (decisions.upcast.PrecisionReport); None where the
+        programs were not captured (compiled before the test) or could not be read."""
+        if programs is None:
+            return None
+        from ..decisions.upcast import classify
+        from ..readings.precision import read_precision
+
+        try:
+            where = self.devices()[0].platform
+            arrays = {where: buffers}
+            if on_target is not None:
+                arrays[on_target.target.topology] = tuple(
+                    b for j in on_target.judged if j.estimate is not None for b in j.estimate.wide
+                )
+            report = classify([read_precision(p.name, p.jaxpr) for p in programs], arrays)
+            return replace(report, run=where)
+        except Exception:  # a reading that explains a failure never replaces it
+            return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:

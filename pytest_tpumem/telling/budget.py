@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import format_apart, format_size
+from .upcast import upcast_record
 from .words import STAND_IN_NOTE, files_lines, plural, shown
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
@@ -80,9 +81,7 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
     devices = list(result.peak.devices.values()) if verbosity > 0 else shown(over, verbosity)
     lines += ["  " + peak_line(d, result.peak.whole_device) for d in devices]
     lines += ["  " + left_line(b) for b in shown(result.peak.left_behind, verbosity)]
-    if result.upcasts:
-        lines.append("  upcasts in the programs this test ran (float32 copies of narrower values, made by its code):")
-        lines += ["    " + upcast_line(b) for b in shown(result.upcasts, verbosity)]
+    lines += precision_lines(result.upcasts, result.precision, worst.stand_in, verbosity, result.peak)
     if result.buffers and (verbosity >= 0 or not result.upcasts):
         lines.append(
             "  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):"
@@ -106,18 +105,38 @@ def left_line(b: LeftBehind) -> str:
     return line + (": " + ", ".join(x for x in said if x) if any(said) else "")
 
 
-def upcast_line(b: Buffer) -> str:
-    """``134.2MB  f32[8,64,256,256] from bf16 at test_gn.py:3 (gn): 67.1MB more than in bf16``"""
-    from ..readings.buffers import dtype_bytes
+def precision_lines(
+    upcasts: tuple[Any, ...], precision: Any, cpu: bool, verbosity: int = 0, peak: PeakReport | None = None
+) -> list[str]:
+    """The upcasts the code asked for, then the float32 temporaries the run's compiler made on its
+    own (on a CPU: what its figure overstates of a chip's), no more than its programs' temporaries."""
+    from .upcast import HEAD, compilers_own_line, upcast_line
 
-    wide, narrow = dtype_bytes(b.shape.split("[", 1)[0]), dtype_bytes(b.converted_from)
-    extra = b.size - b.size * narrow // wide if wide else 0
-    where = f" at {b.source}" if b.source else ""
-    return f"{format_size(b.size):>9}  {b.shape} from {b.converted_from}{where}: {format_size(extra)} more than in {b.converted_from}"
+    lines = [HEAD] + ["    " + upcast_line(u) for u in shown(upcasts, verbosity)] if upcasts else []
+    if precision is None or not precision.run or peak is None:
+        return lines
+    temps = max((p.temps for p in peak.programs), default=0)
+    own = compilers_own_line(precision, precision.run, cpu, temps)
+    return lines + ([own] if own else [])
 
 
 def section(result: BudgetResult) -> str:
-    return peak_section(result.peak)
+    text = peak_section(result.peak)
+    if not result.judged_on or result.budget is None:
+        return text
+    over = result.over
+    said = (
+        f"these figures are shown, not judged: the budget ({result.budget.spelled}) is judged on "
+        f"{result.judged_on}'s compile"
+    )
+    if over:
+        said += f" (here {format_size(over[0].peak)} on {over[0].device}, over {format_size(result.budget.limit)})"
+        own = precision_lines((), result.precision, over[0].stand_in, peak=result.peak)
+        said += "".join("\n" + line.strip() for line in own)
+        if result.buffers:
+            said += "\nlargest arrays the programs this test ran make here (per device; XLA may reuse a temporary's memory):"
+            said += "".join("\n  " + buffer_line(b) for b in result.buffers)
+    return text + "\n" + said
 
 
 def peak_section(report: PeakReport) -> str:
@@ -186,7 +205,8 @@ def row(r: BudgetResult) -> dict[str, Any]:
             for b in peak.left_behind
         ],
         "budget_counts": "device" if peak.whole_device else "test",
-        "upcasts": [buffer_record(b) for b in r.upcasts],
+        "judged_on": r.judged_on or None,
+        "upcasts": [upcast_record(u) for u in r.upcasts],
         "buffers": [buffer_record(b) for b in r.buffers],
     }
 
@@ -200,6 +220,5 @@ def buffer_record(b: Buffer) -> dict[str, Any]:
         "op": b.op,
         "instruction": b.instruction,
         "source": b.source or None,
-        "converted_from": b.converted_from or None,
-        "text": upcast_line(b).strip() if b.converted_from else buffer_line(b).strip(),
+        "text": buffer_line(b).strip(),
     }

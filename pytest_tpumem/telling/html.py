@@ -314,6 +314,16 @@ def _buffers(title: str, buffers: list[Any]) -> str:
     return f"<h3>{_e(title)}</h3>" + _table(("bytes", "shape", "what, and where"), rows, (0,)) if rows else ""
 
 
+def _upcasts(records: list[Any]) -> str:
+    """A budget's or a target's upcasts: the line, the wide value, and what it is and costs."""
+    rows = [(_e(r.get("line") or ""), _e(r.get("shape", "")), _e(r.get("text", ""))) for r in map(_dict, records)]
+    if not rows:
+        return ""
+    return "<h3>upcasts (narrow floats the code turned wide)</h3>" + _table(
+        ("line", "wide value", "what it is, what it costs"), rows
+    )
+
+
 def _check(check: dict[str, Any], nodeid: str) -> str:
     kind = str(check.get("check", ""))
     out = []
@@ -337,7 +347,7 @@ def _check(check: dict[str, Any], nodeid: str) -> str:
         out.append(f"<h3>{_e(kind)}: {_e(check.get('verdict', ''))}{_e(budget)}</h3>")
         if rows:
             out.append(_table(("device", "peak", "at start", "witness", "every witness"), rows, (1, 2)))
-        out.append(_buffers("upcasts (float32 copies of narrower values)", _list(check.get("upcasts"))))
+        out.append(_upcasts(_list(check.get("upcasts"))))
         out.append(_buffers("largest arrays of the programs it ran", _list(check.get("buffers"))))
     elif kind == "leak":
         growth = f"growth {_size(check.get('growth'))}/iteration, threshold {_size(check.get('threshold'))}"
@@ -389,6 +399,7 @@ def _check(check: dict[str, Any], nodeid: str) -> str:
         )
         if rows:
             out.append(_table(("program", "needs", "source", "not judged"), rows, (1,)))
+        out.append(_upcasts(_list(check.get("upcasts"))))
     elif kind == "oom":
         out.append(f"<h3>out of memory</h3><pre>{_e(check.get('error', ''))}</pre>")
     elif kind == "baseline":

@@ -53,8 +53,11 @@ def _peaks_cell(e: Entry) -> str:
     if not e.peaks:
         return "-"
     used = {dev: n for dev, n in e.peaks.items() if n > 0} or dict(list(e.peaks.items())[:1])
+    shown = e.shown_only
+    if shown:  # the figure that judged first; the run's own after it, marked
+        used = {**{d: n for d, n in used.items() if d not in shown}, **{d: n for d, n in used.items() if d in shown}}
     if len(used) <= 4:
-        return ", ".join(f"{dev} {format_size(n)}" for dev, n in used.items())
+        return ", ".join(f"{dev} {format_size(n)}" + (" (shown)" if dev in shown else "") for dev, n in used.items())
     dev, n = max(used.items(), key=lambda kv: kv[1])
     return f"max {format_size(n)} on {dev}, {len(used)} devices used"
 

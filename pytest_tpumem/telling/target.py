@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import LIBTPU_INSTALL
 from ..units import format_apart, format_size
-from .budget import buffer_line
+from .budget import buffer_line, precision_lines
+from .upcast import upcast_record
 from .words import plural
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
                 f"max_hbm: {worst.program} needs {need} per device compiled for {topo}, over the budget of {limit} ({r.spelled})"
             )
         lines += ["  " + judgement_line(j, buffers=True) for j in over]
+        lines += precision_lines(r.upcasts, None, False, verbosity)
     unjudged = r.unjudged
     if unjudged or r.errors:
         n = len(unjudged) + len(r.errors)
@@ -148,4 +150,5 @@ def row(r: TargetResult) -> dict[str, Any]:
             if not j.skipped
         ],
         "errors": list(r.errors),
+        "upcasts": [upcast_record(u) for u in r.upcasts],
     }

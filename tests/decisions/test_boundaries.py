@@ -56,11 +56,25 @@ def test_fragmented_where_the_largest_free_block_is_under_half_of_what_is_free()
 
 
 def test_an_upcast_is_named_from_the_minimum_size_on():
-    at = Buffer(defaults.UPCAST_MIN, "f32[262144]", "temporary", "convert", "", "", "bf16")
-    under = Buffer(defaults.UPCAST_MIN - 1, "f32[262143]", "temporary", "convert.1", "", "", "bf16")
-    wide = Buffer(defaults.UPCAST_MIN, "f32[262144]", "temporary", "add", "", "", "")
-    explained = budget_of(40 * MB, 30 * MB).explained((at, under, wide))
-    assert explained.upcasts == (at,) and explained.buffers == (wide, at, under)  # largest, then by name
+    """An upcast is worth a line where its wide value, or what it costs beyond the narrow type on
+    some backend or target, is at least UPCAST_MIN; one byte less is not."""
+    from pytest_tpumem.decisions.upcast import Cost, PrecisionReport, Upcast
+    from pytest_tpumem.readings.precision import Widening
+
+    def upcast(nbytes, beyond):
+        w = Widening("astype", "t.py:3", "f", "astype", "f32[1]", "bf16", "f32", nbytes, "jit_f")
+        return Upcast(w, (), (Cost("cpu", 2 * beyond, beyond),))
+
+    at, under, costs = (
+        upcast(defaults.UPCAST_MIN, 0),
+        upcast(defaults.UPCAST_MIN - 1, 0),
+        upcast(8, defaults.UPCAST_MIN),
+    )
+    below = upcast(8, defaults.UPCAST_MIN - 1)
+    wide = Buffer(defaults.UPCAST_MIN, "f32[262144]", "temporary", "add", "", "")
+    small = Buffer(defaults.UPCAST_MIN - 1, "f32[262143]", "temporary", "add.1", "", "")
+    explained = budget_of(40 * MB, 30 * MB).explained((small, wide), PrecisionReport((at, under, costs, below)))
+    assert explained.upcasts == (at, costs) and explained.buffers == (wide, small)  # largest first
 
 
 # --- the peak from its readings --------------------------------------------------------------------

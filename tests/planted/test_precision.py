@@ -1,0 +1,115 @@
+"""Planted for budgets judged on what the chip needs, and upcasts found in the program (issue 28).
+Every test_bug_ has a test_clean_ twin. tests/test_precision.py runs this file with each budget and
+target and says what each run must find.
+
+The GroupNorms are a new user's (a bf16 conv net): a strongly typed float32 eps promotes the
+division, and with it the whole tensor, to float32; the clean twin stays in bf16; the explicit
+form casts with astype. On a CPU runner XLA computes bf16 through float32 temporaries, so the CPU
+figures invert the verdict: only the target's compile says what a TPU needs.
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+GROUPS = 32
+EPS_F32 = jnp.float32(1e-5)  # the bug: a strongly typed float32 constant
+SHAPE = (8, 128, 96, 96)  # 18,874,368 bytes in bf16, 37,748,736 in float32
+BUDGET = os.environ.get("PLANTED_BUDGET", "50MB")
+TARGET = os.environ.get("PLANTED_TARGET")  # target= on the marker; unset: none (or --tpumem-target's)
+budgeted = pytest.mark.max_hbm(BUDGET, **({"target": TARGET} if TARGET else {}))
+
+
+@jax.jit
+def group_norm_promoting(x):
+    n, c, h, w = x.shape
+    xg = x.reshape(n, GROUPS, c // GROUPS, h, w)
+    mean = xg.mean(axis=(2, 3, 4), keepdims=True)
+    var = xg.var(axis=(2, 3, 4), keepdims=True)
+    y = (xg - mean) / jnp.sqrt(var + EPS_F32)
+    return y.reshape(n, c, h, w)
+
+
+@jax.jit
+def group_norm_bf16(x):
+    n, c, h, w = x.shape
+    xg = x.reshape(n, GROUPS, c // GROUPS, h, w)  # stays bf16
+    mean = xg.mean(axis=(2, 3, 4), keepdims=True)
+    var = xg.var(axis=(2, 3, 4), keepdims=True)
+    y = (xg - mean) / jnp.sqrt(var + 1e-5)
+    return y.reshape(n, c, h, w)
+
+
+@pytest.fixture
+def activations():
+    x = np.random.default_rng(3).standard_normal(SHAPE, np.float32)
+    return jnp.asarray(x, dtype=jnp.bfloat16)
+
+
+@budgeted
+def test_bug_group_norm_promotes(activations):
+    assert group_norm_promoting(activations).dtype == jnp.float32
+
+
+@budgeted
+def test_clean_group_norm_bf16(activations):
+    assert group_norm_bf16(activations).dtype == jnp.bfloat16
+
+
+# Smaller programs, each over a 1MB budget on the CPU: what matters is what the failure names.
+ROWS = (512, 1024)  # 1 MiB in bf16 and f16
+
+
+def narrow(dtype):
+    return jnp.asarray(np.random.default_rng(0).standard_normal(ROWS, np.float32), dtype=dtype)
+
+
+@pytest.mark.max_hbm("1MB")
+def test_bug_f16_astype():
+    x = narrow(jnp.float16)
+    assert jax.jit(lambda v: v.astype(jnp.float32) * 2)(x).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_f16():
+    x = narrow(jnp.float16)
+    assert jax.jit(lambda v: v * 2)(x).dtype == jnp.float16
+
+
+@pytest.mark.max_hbm("1MB")
+def test_bug_fp8_astype():
+    x = narrow(jnp.float8_e4m3fn)
+    assert jax.jit(lambda v: v.astype(jnp.float32) + 1)(x).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_fp8():
+    x = narrow(jnp.float8_e4m3fn)
+    assert jax.jit(lambda v: (v.astype(jnp.bfloat16) + 1).astype(jnp.float8_e4m3fn))(x).dtype == jnp.float8_e4m3fn
+
+
+@pytest.mark.max_hbm("1MB")
+def test_bug_kept_accumulator():
+    x = narrow(jnp.bfloat16)
+    assert jax.jit(lambda v: jnp.cumsum(v, axis=-1, dtype=jnp.float32))(x).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_accumulator_converted_back():
+    x = narrow(jnp.bfloat16)
+    assert jax.jit(lambda v: v - v.mean(axis=-1, keepdims=True))(x).dtype == jnp.bfloat16
+
+
+@pytest.mark.max_hbm("1MB")
+def test_bug_matmul_preferred_f32():  # meant, and named all the same: its result is float32
+    x = narrow(jnp.bfloat16)
+    assert jax.jit(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32))(x).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_matmul_bf16():
+    x = narrow(jnp.bfloat16)
+    assert jax.jit(lambda a: jnp.dot(a, a.T))(x).dtype == jnp.bfloat16
