@@ -83,9 +83,10 @@ def test_without_a_target_the_cpu_inverts_bf16_and_the_failure_says_so(pytester,
     assert "max_hbm: peak 75.5MB on cpu:0 is over the budget of 60.0MB" in clean
     assert (
         "up to 37.7MB of the figure on cpu is float32 temporaries its compiler made for operations the program "
-        "keeps narrow (the largest f32[8,32,4,96,96] from jit(group_norm_bf16)/reshape at "
-        f"{_line('# stays bf16')}" in clean
+        "keeps narrow (the largest f32[8,32,4,96,96] from " in clean
     ), clean
+    # jax 0.10 records the reshape's line on XLA's conversion; 0.12 records none (XLA inserted it)
+    assert (f"/reshape at {_line('# stays bf16')}" in clean) or ("a conversion XLA inserted" in clean), clean
     assert 'judge the chip\'s own figure with max_hbm(..., target="v5e") or --tpumem-target' in clean
     assert "upcasts in the programs" not in clean
 
