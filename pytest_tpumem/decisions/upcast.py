@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..readings.buffers import wide_arrays
+
 UPCAST, ACCUMULATOR, WIDE_INPUTS, COMPILERS_OWN, UNEXPLAINED = (
     "upcast",
     "accumulator",
@@ -33,7 +35,6 @@ UPCAST, ACCUMULATOR, WIDE_INPUTS, COMPILERS_OWN, UNEXPLAINED = (
     "compiler's own",
     "unexplained",
 )
-_WIDE = ("f32", "f64")
 _BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2}
 
 
@@ -114,11 +115,6 @@ def _elements(shape: str) -> int:
         return math.prod(int(d) for d in dims.split(",") if d)
     except ValueError:
         return -1
-
-
-def wide_arrays(buffers: tuple[Any, ...]) -> list[Any]:
-    """The float32 and float64 arrays a program makes (not its arguments, not its constants)."""
-    return [b for b in buffers if _dtype(b.shape) in _WIDE and not b.kind.startswith(("argument", "constant"))]
 
 
 def _root(widenings: list[Any], i: int) -> int:

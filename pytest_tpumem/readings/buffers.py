@@ -214,9 +214,9 @@ def _root_tuple(lines: list[str]) -> set[str]:
     return set()
 
 
-def dtype_bytes(dtype: str) -> int:
-    """Bytes of one element of an HLO dtype ("bf16": 2); 0 where unknown."""
-    return _DTYPE_BYTES.get(dtype, 0)
+def wide_arrays(buffers: tuple[Buffer, ...]) -> list[Buffer]:
+    """The float32 and float64 arrays a program makes (not its arguments, not its constants)."""
+    return [b for b in buffers if b.shape.split("[", 1)[0] in _WIDE and not b.kind.startswith(("argument", "constant"))]
 
 
 _NARROW = ("bf16", "f16", "f8e4m3fn", "f8e5m2")

@@ -162,8 +162,7 @@ def _wide_arrays(dump: str, name: str) -> tuple[Buffer, ...]:
     """The float32 and float64 arrays of the optimized module dumped in ``dump`` (none where it was not written)."""
     from pathlib import Path
 
-    from ..decisions.upcast import wide_arrays
-    from .buffers import hlo_buffers
+    from .buffers import hlo_buffers, wide_arrays
 
     module = next(iter(sorted(Path(dump).glob("*after_optimizations.txt"))), None)
     if module is None:
