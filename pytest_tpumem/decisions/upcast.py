@@ -23,7 +23,7 @@ constant, a literal or an argument, names the group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..readings.buffers import wide_arrays
@@ -132,7 +132,7 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
     flat: list[Any] = []  # every widening, with its program's offset applied to ``via``
     for p in precisions:
         base = len(flat)
-        flat += [w if w.via < 0 else _with_via(w, w.via + base) for w in p.widenings]
+        flat += [w if w.via < 0 else replace(w, via=w.via + base) for w in p.widenings]
     roots = [_root(flat, i) for i in range(len(flat))]
     exact: dict[tuple[str, str, int], list[int]] = {}
     sized: dict[tuple[str, int], list[int]] = {}  # another operation on the line made the same value (a fusion's name)
@@ -183,9 +183,3 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
         tuple(upcasts),
         {w: {k: tuple(sorted(v, key=lambda b: -b.size)) for k, v in m.items()} for w, m in kinds.items()},
     )
-
-
-def _with_via(w: Any, via: int) -> Any:
-    from dataclasses import replace
-
-    return replace(w, via=via)

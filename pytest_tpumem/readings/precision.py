@@ -122,13 +122,7 @@ def _count(v: Any) -> int:
 
 
 def _nbytes(v: Any) -> int:
-    import math
-
-    a = _aval(v)
-    try:
-        return int(math.prod(a.shape)) * int(a.dtype.itemsize)
-    except Exception:
-        return 0
+    return max(_count(v), 0) * int(getattr(_dtype(v), "itemsize", 0) or 0)
 
 
 def _frames(eqn: Any) -> tuple[Frame | None, list[str]]:
@@ -173,14 +167,13 @@ def _sub_jaxprs(eqn: Any) -> list[tuple[Any, list[Any]]]:
 
 
 class _Reader:
-    def __init__(self, program: str, consts: int, arg_names: list[str]):
+    def __init__(self, program: str, arg_names: list[str]):
         self.program = program
         self.widenings: list[dict[str, Any]] = []
         self.wide_lines: set[tuple[str, str, int]] = set()
         self.narrow_lines: set[tuple[str, str, int]] = set()
         self.narrow = False
         self.arg_names = arg_names
-        self.n_consts = consts
         self.fresh: dict[Any, int] = {}  # a conversion's result, not yet taken by an operation -> its widening
         self.origin: dict[Any, str] = {}  # a wide value not from a narrow one -> what it is, in words
 
@@ -348,7 +341,7 @@ def read_precision(program: str, jaxpr: Any, arg_names: list[str] | None = None)
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     if arg_names is None:
         arg_names = [str(n) for n in getattr(jaxcompat.debug_info(jaxpr), "arg_names", None) or ()]
-    reader = _Reader(program, len(getattr(inner, "constvars", ())), list(arg_names))
+    reader = _Reader(program, list(arg_names))
     reader.arguments(jaxpr)
     taints: dict[Any, frozenset[int]] = {}
     reader.read(jaxpr, taints, None, "")
