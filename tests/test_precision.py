@@ -103,7 +103,7 @@ def test_every_planted_upcast_is_named_and_no_clean_twin_is(pytester, monkeypatc
     """f16 and fp8 casts, a reduction that keeps its float32 accumulator, a bf16 matmul that asks
     for float32 results (meant, and named all the same); their twins stay narrow (a mean's float32
     accumulator, converted back, is the op's own and not named). All are over a 1MB budget on the CPU."""
-    result = _run(pytester, monkeypatch, "-k", "not group_norm")
+    result = _run(pytester, monkeypatch, "-k", "not group_norm and not estimate")
     result.assert_outcomes(failed=8)
     for name, line in NAMED.items():
         failure = _failure(result, name)
@@ -111,3 +111,19 @@ def test_every_planted_upcast_is_named_and_no_clean_twin_is(pytester, monkeypatc
         assert line in failure, failure
     for name in ("test_clean_f16", "test_clean_fp8", "test_clean_accumulator_converted_back", "test_clean_matmul_bf16"):
         assert "upcasts in the programs" not in _failure(result, name), name
+
+
+@needs_libtpu
+def test_the_hbm_estimate_fixture_names_the_upcast_on_the_target(pytester, monkeypatch):
+    """The fixture compiles for v5e alone: at 50MB the promoted GroupNorm (56.8MB there) fails with
+    the promotion named and costed on v5e; the bf16 twin (37.8MB) passes."""
+    result = _run(pytester, monkeypatch, "-k", "estimate")
+    result.assert_outcomes(passed=1, failed=1)
+    bug = _failure(result, "test_bug_estimate_promotes")
+    assert "hbm_estimate: over the budget of 50.0MB: v5e:2x2 (1 device): 56.8MB of HBM per device" in bug, bug
+    assert "upcasts in the programs this test ran" in bug, bug
+    assert (
+        f"{_line('/ jnp.sqrt(var + EPS_F32)')}: float32 constant EPS_F32 ({_line('EPS_F32 = ')}) promoted the add of bf16 to f32, "
+        "and with it the div (f32[8,32,4,96,96]): 37.7MB of f32 arrays on v5e:2x2, 18.9MB more than in bf16" in bug
+    ), bug
+    assert "on cpu" not in bug  # nothing ran here: no CPU figure to show

@@ -104,9 +104,31 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
         judgement = ProgramJudgement(estimate.program, "", 0, estimate)
         spelled = f"hbm_estimate(budget={budget!r})" if budget is not None else f"{chosen.generation}'s usable HBM"
         result = TargetResult("hbm_estimate", chosen, limit, spelled, (judgement,))
+        if result.failed:
+            result = _with_upcasts(result, fn, args, kwargs, estimate)
         record(request.node, row(result))
         if result.failed:
             fail(message(result))
         return estimate
 
     return hbm_estimate
+
+
+def _with_upcasts(result: Any, fn: Callable[..., Any], args: Any, kwargs: Any, estimate: Any) -> Any:
+    """A failed estimate with the upcasts its program asked for, costed from the target's compile
+    (the float32 arrays of its optimized module); the result unchanged where the program could not be read."""
+    from dataclasses import replace
+
+    import jax
+
+    from ..decisions.budget import costly
+    from ..decisions.upcast import classify
+    from ..readings.precision import read_precision
+
+    try:
+        traced = (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args, **kwargs)  # a jitted fn: its own jaxpr
+        report = classify([read_precision(estimate.program, traced.jaxpr)], {estimate.target: estimate.wide})
+    except Exception:  # a reading that explains a failure never replaces it
+        return result
+    upcasts = tuple(u for u in report.named if costly(u))[: defaults.TOP_BUFFERS]
+    return replace(result, precision=report, upcasts=upcasts)

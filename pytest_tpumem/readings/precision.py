@@ -181,6 +181,9 @@ class _Reader:
         self, jaxpr: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str
     ) -> dict[Any, frozenset[int]]:
         inner = getattr(jaxpr, "jaxpr", jaxpr)
+        for v in getattr(inner, "constvars", ()):  # a nested jit's own constants are constants too
+            if is_wide(_dtype(v)):
+                self.origin.setdefault(v, f"{_words(_dtype(v))} constant {_shape(v)} of the program")
         for eqn in inner.eqns:
             self._eqn(eqn, taints, outer, library)
         return taints
@@ -315,9 +318,6 @@ class _Reader:
     def arguments(self, jaxpr: Any) -> None:
         """What the program's own inputs are, in words, for naming a promotion's cause."""
         inner = getattr(jaxpr, "jaxpr", jaxpr)
-        for v in getattr(inner, "constvars", ()):
-            if is_wide(_dtype(v)):
-                self.origin[v] = f"{_words(_dtype(v))} constant {_shape(v)} of the program"
         for i, v in enumerate(inner.invars):
             if is_wide(_dtype(v)):
                 name = self.arg_names[i] if i < len(self.arg_names) else ""

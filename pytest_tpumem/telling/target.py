@@ -76,6 +76,7 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
     estimates = [j.estimate for j in over if j.estimate is not None]  # every one over was compiled
     if estimates and r.check == "hbm_estimate":
         lines.append(f"hbm_estimate: over the budget of {format_size(r.limit)}: {estimate_text(estimates[0])}")
+        lines += precision_lines(r.upcasts, None, False, verbosity)
     elif estimates:
         worst = over[0]
         if estimates[0].refused:

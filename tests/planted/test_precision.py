@@ -113,3 +113,16 @@ def test_bug_matmul_preferred_f32():  # meant, and named all the same: its resul
 def test_clean_matmul_bf16():
     x = narrow(jnp.bfloat16)
     assert jax.jit(lambda a: jnp.dot(a, a.T))(x).dtype == jnp.bfloat16
+
+
+# The hbm_estimate fixture judges a program compiled for the target alone (no run): its failure
+# names the upcasts the same way. The promoted GroupNorm needs 56.8MB on v5e:2x2, the bf16 one 37.8MB.
+ABSTRACT = jax.ShapeDtypeStruct(SHAPE, jnp.bfloat16)
+
+
+def test_bug_estimate_promotes(hbm_estimate):
+    hbm_estimate(group_norm_promoting, ABSTRACT, target=TARGET or "v5e", budget=BUDGET)
+
+
+def test_clean_estimate_bf16(hbm_estimate):
+    hbm_estimate(group_norm_bf16, ABSTRACT, target=TARGET or "v5e", budget=BUDGET)
