@@ -441,27 +441,28 @@ def test_a_first_run_without_a_baseline_can_warn_and_save_one(pytester):
 
 PARTS = """
 import os, jax.numpy as jnp, pytest
+N = int(os.environ.get("N", 1_000_000))  # a run that sets N changes the figure of every test it runs
 
 @pytest.mark.max_hbm("50MB")
 def test_a():
-    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+    jnp.ones((N,), jnp.float32).block_until_ready()
 
 @pytest.mark.slow
 @pytest.mark.max_hbm("50MB")
 def test_b():
-    jnp.ones((int(os.environ.get("B", 1_000_000)),), jnp.float32).block_until_ready()
+    jnp.ones((int(os.environ.get("B", N)),), jnp.float32).block_until_ready()
     assert not os.environ.get("FAIL_B")
 
 @pytest.mark.max_hbm("50MB")
 def test_c():
-    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+    jnp.ones((N,), jnp.float32).block_until_ready()
 """
 OTHER = """
-import jax.numpy as jnp, pytest
+import os, jax.numpy as jnp, pytest
 
 @pytest.mark.max_hbm("50MB")
 def test_d():
-    jnp.ones((1_000_000,), jnp.float32).block_until_ready()
+    jnp.ones((int(os.environ.get("N", 1_000_000)),), jnp.float32).block_until_ready()
 """
 WHOLE = ["test_other.py::test_d", "test_parts.py::test_a", "test_parts.py::test_b", "test_parts.py::test_c"]
 
@@ -503,6 +504,7 @@ def test_a_narrowed_run_keeps_the_tests_it_did_not_run_and_replaces_those_it_ran
         pytest.importorskip("xdist")
     last = _baseline(parts)["tests"]
     monkeypatch.setenv("B", "2000000")  # test_b now holds 8 MB: the baseline must have the run's figure
+    monkeypatch.setenv("N", "1100000")  # and every other test the run runs a figure of its own: told apart
     result = parts.runpytest_subprocess("-p", "no:randomly", *args)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
