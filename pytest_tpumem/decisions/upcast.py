@@ -10,7 +10,9 @@ exactly one of these, checked in this order:
   ``preferred_element_type``, a library function that returns the wider type): named with its line;
 - ``accumulator``: in the region of a library function that computes wide inside and returns the
   narrow type (``jnp.mean`` of bf16 sums in float32): explained, not an upcast;
-- ``wide inputs``: made by an operation whose float inputs were float32 already: not an upcast;
+- ``wide inputs``: made by an operation whose float inputs were float32 already, or in the region
+  of a gradient's widening (the backward pass casts a float32 value's narrow cotangent back to
+  float32: the gradient of a float32 parameter is float32): not an upcast;
 - ``compiler's own``: in a program with narrow floats, an array with no jax operation behind it, or
   one at a line where the jaxpr has no wide value of its size (the key is (line, primitive, element
   count): a reshape or bitcast keeps the count): the compiler chose float32 (XLA's CPU backend
@@ -35,6 +37,7 @@ UPCAST, ACCUMULATOR, WIDE_INPUTS, COMPILERS_OWN, UNEXPLAINED = (
     "compiler's own",
     "unexplained",
 )
+GRADIENT = "gradient"  # readings.precision.Widening.how of a widening in a gradient's backward pass
 _BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2}
 
 
@@ -69,6 +72,7 @@ class Upcast:
     root: Any  # readings.precision.Widening
     also: tuple[Any, ...]  # the widenings it promoted
     costs: tuple[Cost, ...]
+    times: int = 1  # the same upcast at the same line, in so many places of the programs (a model's layers)
 
     @property
     def named(self) -> bool:
@@ -95,7 +99,8 @@ class PrecisionReport:
 
 
 def _line(source: str) -> str:
-    return source.split(" (", 1)[0]
+    """ "m.py:5" of "m.py:5 (f)": the function is last; a folder may have " (" in its name."""
+    return source.rsplit(" (", 1)[0]
 
 
 def _prim(op: str) -> str:
@@ -155,7 +160,12 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
             if takers:
                 best = min(takers, key=lambda i: (not named(flat[i]), i))
                 group = roots[best]
-                kind = UPCAST if named(flat[best]) or named(flat[group]) else ACCUMULATOR
+                if named(flat[best]) or named(flat[group]):
+                    kind = UPCAST
+                elif flat[group].how == GRADIENT:
+                    kind = WIDE_INPUTS  # the gradient of a float32 value: float32 whatever the code asked
+                else:
+                    kind = ACCUMULATOR
                 charged.setdefault((group, where), []).append(b)
             elif (line, _prim(b.op), n) in wide or (line, n) in wide_sized:
                 kind = WIDE_INPUTS
@@ -178,8 +188,34 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
             )
             costs.append(Cost(where, wide, beyond, tuple(arrays)))
         upcasts.append(Upcast(root, tuple(members), tuple(costs)))
+    upcasts = _once_each(upcasts)
     upcasts.sort(key=lambda u: (not u.named, -max((c.beyond for c in u.costs), default=0), -u.root.nbytes))
     return PrecisionReport(
         tuple(upcasts),
         {w: {k: tuple(sorted(v, key=lambda b: -b.size)) for k, v in m.items()} for w, m in kinds.items()},
     )
+
+
+def _once_each(upcasts: list[Upcast]) -> list[Upcast]:
+    """One upcast for each that the code wrote once and the programs repeat (a layer's line, traced
+    for every layer of a model): the same widening, line, cause and shapes; its costs added up."""
+    out: dict[tuple[Any, ...], Upcast] = {}
+    for u in upcasts:
+        w = u.root
+        key = (w.how, w.line, w.op, w.cause, w.shape, w.narrow, w.wide, w.kept, w.program)
+        key += tuple((m.how, m.line, m.op, m.shape) for m in u.also)
+        seen = out.get(key)
+        if seen is None:
+            out[key] = u
+            continue
+        costs = tuple(
+            Cost(
+                a.where,
+                a.wide + b.wide,
+                a.beyond + b.beyond,
+                tuple(sorted((*a.buffers, *b.buffers), key=lambda x: -x.size)),
+            )
+            for a, b in zip(seen.costs, u.costs)
+        )
+        out[key] = replace(seen, costs=costs, times=seen.times + u.times)
+    return list(out.values())

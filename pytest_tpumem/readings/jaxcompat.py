@@ -363,6 +363,17 @@ def eqn_traceback(eqn: Any) -> Any:
     return getattr(getattr(eqn, "source_info", None), "traceback", None)
 
 
+def lowered_line_file(path: str) -> bool:
+    """Whether jax writes a frame of ``path`` as an operation's line when it lowers it: mlir's
+    source_info_to_location takes source_info_util.user_frame, the innermost frame that
+    source_info_util.is_user_filename keeps (not jax's own; a library's, flax's, is kept)."""
+    if _missing(SOURCE_LINES) is not None:
+        return False
+    from jax._src import source_info_util
+
+    return bool(source_info_util.is_user_filename(path))
+
+
 def with_traceback(eqn: Any, traceback: Any) -> Any:
     """An equation with ``traceback`` as its source."""
     if traceback is None:

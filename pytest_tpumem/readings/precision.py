@@ -5,8 +5,10 @@ every equation.
 Each place is a :class:`Widening`: how it came about (the code cast it, ``astype``; a wider operand
 promoted an operation, ``promotion``; a matmul asked for a wider result, ``preferred``; a library
 function computes in the wider type inside, ``inside``), its line, the wide value's type, and the
-equations whose wide results derive from it (its region, as (line, primitive) pairs, the key an
-optimized HLO's metadata carries for every instruction XLA made from them). What the widening costs
+equations whose wide results derive from it (its region, as (line, primitive, elements), the key an
+optimized HLO's metadata carries for every instruction XLA made from them: the line there is the
+one jax writes when it lowers, its innermost frame outside jax, which is a library's where the
+user's line called flax or optax, while the widening is told at the user's line). What it costs
 is the compiled program's to say: decisions.upcast matches the HLO's float32 buffers to the regions.
 
 Promotion is told from the data, not from jax's function names: a conversion whose result meets a
@@ -34,7 +36,14 @@ SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64
 CASTS = {"astype", "_astype", "asarray", "array", "convert_element_type"}  # jax functions that cast
 MATMULS = {"dot_general", "conv_general_dilated", "ragged_dot", "ragged_dot_general"}
 _SHAPE_OPS = {"broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"}
-_FORWARDERS = ("<locals>", "reraise_with_filtered_traceback", "cache_miss", "__call__")
+_FORWARDERS = (
+    "<locals>",
+    "reraise_with_filtered_traceback",
+    "cache_miss",
+    "__call__",
+    "Module.apply",  # flax.linen: a module's apply, and the wrapper of every module method
+    "_call_wrapped_method",
+)
 
 
 def short_dtype(dtype: Any) -> str:
@@ -69,7 +78,8 @@ def is_wide(dtype: Any) -> bool:
 class Widening:
     """One place a narrow float value becomes a wider one."""
 
-    how: str  # "astype", "promotion", "preferred" (a matmul's preferred_element_type), "inside" (a library's)
+    how: str  # "astype", "promotion", "preferred" (a matmul's preferred_element_type), "inside" (a library's),
+    # "gradient" (in a gradient's backward pass: the transpose of a narrowing cast; never the code's upcast)
     line: str  # the user's line ("src/norm.py:19"), "" where none is known
     function: str  # the user's function there
     op: str  # what did it: "add", "div", "dot_general", or the library function ("mean", "softmax")
@@ -78,7 +88,7 @@ class Widening:
     wide: str  # "f32"
     nbytes: int  # of the wide value
     program: str
-    kept: bool = False  # wide values derived from it reach another line of the user's, or the program's results
+    kept: bool = False  # wide values derived from it, as large as it, reach another line of the user's or the results
     cause: str = ""  # a promotion's wider operand, in words ("float32 constant EPS_F32 (src/norm.py:9)")
     via: int = -1  # a promotion caused by another widening's wide value: that widening's index
     region: frozenset[tuple[str, str, int]] = field(
@@ -125,23 +135,32 @@ def _nbytes(v: Any) -> int:
     return max(_count(v), 0) * int(getattr(_dtype(v), "itemsize", 0) or 0)
 
 
-def _frames(eqn: Any) -> tuple[Frame | None, list[str]]:
-    """The equation's innermost user frame, and the names of the functions between it and the
-    operation, innermost first (jax's, a library's)."""
+def _frames(eqn: Any) -> tuple[Frame | None, list[str], str]:
+    """The equation's innermost user frame; the names of the functions between it and the
+    operation, innermost first (jax's, a library's); and the line jax writes on the operation
+    when it lowers it, as the HLO's arrays carry it (a library's, flax's, where one called it)."""
     tb = jaxcompat.eqn_traceback(eqn)
     names: list[str] = []
+    lowered = ""
     for f in getattr(tb, "frames", None) or ():
+        if not lowered and jaxcompat.lowered_line_file(f.file_name):
+            lowered = f"{short_path(f.file_name)}:{int(f.line_num)}"
         if is_user_file(f.file_name):
-            return Frame(short_path(f.file_name), int(f.line_num), str(f.function_name)), names
+            frame = Frame(short_path(f.file_name), int(f.line_num), str(f.function_name))
+            return frame, names, lowered or f"{frame.file}:{frame.line}"
         names.append(str(f.function_name))
-    return None, names
+    return None, names, lowered
 
 
 def _called(names: list[str]) -> str:
-    """The function the user's line called (the outermost named one, past jax's forwarders)."""
+    """The function the user's line called (the outermost named one, past jax's and flax's
+    forwarders); a module's class where it was a call of one ("BatchNorm")."""
     for name in reversed(names):
+        owner, _, method = name.rpartition(".")
+        if method == "__call__" and owner[:1].isupper() and "<" not in owner:
+            return owner  # a module, a layer: BatchNorm.__call__
         if not any(part in name for part in _FORWARDERS):
-            return name.rsplit(".", 1)[-1]
+            return method
     return ""
 
 
@@ -178,18 +197,35 @@ class _Reader:
         self.origin: dict[Any, str] = {}  # a wide value not from a narrow one -> what it is, in words
 
     def read(
-        self, jaxpr: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str
+        self,
+        jaxpr: Any,
+        taints: dict[Any, frozenset[int]],
+        outer: Frame | None,
+        library: str,
+        backward: bool = False,
+        outer_key: str = "",
     ) -> dict[Any, frozenset[int]]:
         inner = getattr(jaxpr, "jaxpr", jaxpr)
         for v in getattr(inner, "constvars", ()):  # a nested jit's own constants are constants too
             if is_wide(_dtype(v)):
                 self.origin.setdefault(v, f"{_words(_dtype(v))} constant {_shape(v)} of the program")
         for eqn in inner.eqns:
-            self._eqn(eqn, taints, outer, library)
+            self._eqn(eqn, taints, outer, library, backward, outer_key)
         return taints
 
-    def _eqn(self, eqn: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str) -> None:
-        frame, names = _frames(eqn)
+    def _eqn(
+        self,
+        eqn: Any,
+        taints: dict[Any, frozenset[int]],
+        outer: Frame | None,
+        library: str,
+        backward: bool,
+        outer_key: str,
+    ) -> None:
+        frame, names, key = _frames(eqn)  # key: the line jax writes on its HLO, for matching arrays
+        key = key or outer_key  # an equation of a jitted function with no traceback: lowered at its caller's line
+        # the backward pass of a gradient: jax names what it transposed "transpose(jvp(...))"
+        backward = backward or "transpose(" in str(getattr(getattr(eqn, "source_info", None), "name_stack", ""))
         own_library = library
         if frame is None:
             frame = outer
@@ -229,58 +265,76 @@ class _Reader:
                             self.origin[a] = self.origin[b]
                 if frame is not None and not _any_user_frame(inner) and name:
                     sub_library = sub_library or name.strip("_")
-                self.read(sub, sub_taints, frame, sub_library)
+                self.read(sub, sub_taints, frame, sub_library, backward, key)
                 if len(inner.outvars) == len(eqn.outvars):
                     outs_taint = [a | sub_taints.get(o, frozenset()) for a, o in zip(outs_taint, inner.outvars)]
             for o, t in zip(eqn.outvars, outs_taint):
                 if is_wide(_dtype(o)):
-                    taints[o] = t or (in_taint if in_taint else frozenset())
-                    self._region(taints[o], line, prim, o)
+                    taints[o] = _through(t or in_taint, backward)
+                    self._region(taints[o], line, key, prim, o)
+                    if not taints[o]:
+                        self.origin.setdefault(
+                            o,
+                            f"{_words(_dtype(o))} value made at {line or 'an unknown line'} ({name.strip('_') or prim})",
+                        )
             return
         for o in eqn.outvars:
             dt = _dtype(o)
             if is_narrow(dt):
-                self.narrow_lines.add((line, prim, _count(o)))
+                self.narrow_lines.add((key, prim, _count(o)))
                 continue
             if not is_wide(dt):
                 continue
-            new = self._widening(eqn, o, ins, frame, names, line, own_library)
-            taint = in_taint | ({new} if new is not None else frozenset())
+            new = self._widening(eqn, o, ins, frame, names, line, key, own_library, backward)
+            taint = _through(in_taint | ({new} if new is not None else frozenset()), backward)
             if taint:
                 taints[o] = taint
-                self._region(taint, line, prim, o)
+                self._region(taint, line, key, prim, o)
             else:
-                self.wide_lines.add((line, prim, _count(o)))
+                self.wide_lines.add((key, prim, _count(o)))
                 first = ins[0] if ins and not _is_literal(ins[0]) else None
                 if prim in _SHAPE_OPS and first is not None and first in self.origin:
                     self.origin[o] = self.origin[first]  # a broadcast constant is still that constant
                 else:
                     self.origin.setdefault(o, f"{_words(dt)} value made at {line or 'an unknown line'} ({prim})")
 
-    def _region(self, taint: frozenset[int], line: str, prim: str, value: Any) -> None:
-        if not line:
-            return
+    def _region(self, taint: frozenset[int], line: str, key: str, prim: str, value: Any) -> None:
         for i in taint:
-            w = self.widenings[i]
-            w["region"].add((line, prim, _count(value)))
-            if line != w["line"]:
+            w = self.widenings[_index(i)]
+            if key:
+                w["region"].add((key, prim, _count(value)))
+            # its wide value (not a reduction of it: a norm's float32 statistics) reached another line going forward
+            if i >= 0 and line and line != w["line"] and _count(value) >= w["elements"]:
                 w["kept"] = True
 
     def _widening(
-        self, eqn: Any, out: Any, ins: list[Any], frame: Frame | None, names: list[str], line: str, library: str
+        self,
+        eqn: Any,
+        out: Any,
+        ins: list[Any],
+        frame: Frame | None,
+        names: list[str],
+        line: str,
+        key: str,
+        library: str,
+        backward: bool,
     ) -> int | None:
         prim = eqn.primitive.name
         narrow_in = [v for v in ins if is_narrow(_dtype(v))]
         if not narrow_in or any(is_wide(_dtype(v)) for v in ins) and prim != "convert_element_type":
             return None
+        called = _called(names)
+        if not library and key and line and key != line:  # inside a library the user's line called (flax, optax)
+            library = called.strip("_") or "library"
         if prim == "convert_element_type":
-            called = _called(names)
             how = "inside" if library else ("astype" if called in CASTS else "promotion?")
             op = library or (called.strip("_") if called else prim)
         elif prim in MATMULS:
             how, op = ("inside", library) if library else ("preferred", prim)
         else:
             return None
+        if backward:  # the transpose of a cast to the narrow type: the gradient of a wide value is wide
+            how = "gradient"
         self.widenings.append(
             {
                 "how": how,
@@ -292,7 +346,8 @@ class _Reader:
                 "wide": short_dtype(_dtype(out)),
                 "nbytes": _nbytes(out),
                 "kept": False,
-                "region": {(line, prim, _count(out))},
+                "elements": _count(out),
+                "region": {(key, prim, _count(out))},
                 "cause_of": [],
             }
         )
@@ -306,7 +361,7 @@ class _Reader:
         dt = _dtype(v)
         taint = taints.get(v) if not _is_literal(v) else None
         if taint:
-            return min(taint), ""
+            return min(_index(i) for i in taint), ""
         named = constant_names(frame, dt) if frame is not None else ""
         said = self.origin.get(v, "") if not _is_literal(v) else ""
         if named and (_is_literal(v) or "constant" in said):
@@ -322,6 +377,17 @@ class _Reader:
             if is_wide(_dtype(v)):
                 name = self.arg_names[i] if i < len(self.arg_names) else ""
                 self.origin[v] = f"{_words(_dtype(v))} argument {name or i} {_shape(v)}"
+
+
+def _through(taint: frozenset[int], backward: bool) -> frozenset[int]:
+    """A value's taint: the widenings whose wide values it derives from, each as its index, or as
+    ``~index`` where it derives from it only through a gradient's backward pass (charged to it, but
+    no sign that the code keeps it: the gradient of a float32 value is float32 whatever the code asked)."""
+    return frozenset(~i if i >= 0 else i for i in taint) if backward else taint
+
+
+def _index(i: int) -> int:
+    return i if i >= 0 else ~i
 
 
 def _is_literal(v: Any) -> bool:
@@ -347,7 +413,9 @@ def read_precision(program: str, jaxpr: Any, arg_names: list[str] | None = None)
     reader.read(jaxpr, taints, None, "")
     for o in inner.outvars:
         for i in taints.get(o, frozenset()) if not _is_literal(o) else ():
-            reader.widenings[i]["kept"] = True
+            # a gradient's results carry a forward widening's taint only through the backward pass
+            if i >= 0 and _count(o) >= reader.widenings[i]["elements"]:
+                reader.widenings[i]["kept"] = True
     out = []
     for w in reader.widenings:
         how = "inside" if w["how"] == "promotion?" else w["how"]

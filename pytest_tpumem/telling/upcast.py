@@ -19,6 +19,8 @@ def what(u: Upcast) -> str:
     """``src/norm.py:19: float32 constant EPS_F32 (src/norm.py:9) promoted the add to f32, and with it the div``"""
     w = u.root
     where = f"{w.line}" if w.line else "a line jax did not record"
+    if u.times > 1:
+        where += f" ({u.times} times)"
     if w.how == "promotion":
         text = f"{where}: {w.cause or 'a wider operand'} promoted the {w.op} of {w.narrow} to {w.wide}"
     elif w.how == "astype":
@@ -89,6 +91,7 @@ def upcast_record(u: Upcast) -> dict[str, Any]:
         "wide": w.wide,
         "cause": w.cause or None,
         "promoted": [{"line": m.line or None, "op": m.op, "shape": m.shape} for m in u.also if m.how == "promotion"],
+        "times": u.times,
         "costs": {c.where: {"bytes": c.wide, "beyond_narrow": c.beyond} for c in u.costs},
         "text": upcast_line(u),
     }

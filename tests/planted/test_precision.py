@@ -13,6 +13,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 GROUPS = 32
@@ -113,6 +114,42 @@ def test_bug_matmul_preferred_f32():  # meant, and named all the same: its resul
 def test_clean_matmul_bf16():
     x = narrow(jnp.bfloat16)
     assert jax.jit(lambda a: jnp.dot(a, a.T))(x).dtype == jnp.bfloat16
+
+
+# Inside a library (optax here; flax alike): a promotion there is the library's own, named only
+# where its float32 result, as large as what it widened, comes back to the test's code.
+@pytest.mark.max_hbm("1MB")
+def test_bug_library_returns_f32():
+    predictions, targets = narrow(jnp.bfloat16), jnp.ones(ROWS, jnp.float32)
+    assert jax.jit(lambda p, t: optax.squared_error(p, t))(predictions, targets).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_library_reduces_in_f32():
+    logits, labels = narrow(jnp.bfloat16), jnp.ones(ROWS, jnp.float32)
+    assert jax.jit(lambda x, y: optax.softmax_cross_entropy(x, y))(logits, labels).shape == ROWS[:1]
+
+
+# A gradient: the backward pass casts the bf16 cotangent of a float32 parameter back to float32
+# (the transpose of its cast to bf16): the gradient of a float32 value is float32, no upcast. An
+# activation the code casts to float32 is one, forward and backward.
+def _grad(cast_activations):
+    def loss(w, x):
+        x = x.astype(jnp.float32) if cast_activations else x
+        return jnp.sum(jnp.tanh(x @ w.astype(x.dtype)))
+
+    w = jnp.ones((ROWS[1], 256), jnp.float32)
+    return jax.jit(jax.grad(loss))(w, narrow(jnp.bfloat16))
+
+
+@pytest.mark.max_hbm("1MB")
+def test_bug_grad_of_an_upcast():
+    assert _grad(cast_activations=True).dtype == jnp.float32
+
+
+@pytest.mark.max_hbm("1MB")
+def test_clean_grad_of_f32_params():
+    assert _grad(cast_activations=False).dtype == jnp.float32
 
 
 # The hbm_estimate fixture judges a program compiled for the target alone (no run): its failure
