@@ -282,7 +282,7 @@ def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
     plain = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off")
     plain.assert_outcomes(passed=12)
     held = _held_at_end(plain.stdout.str())
-    assert held >= 12 and "jax.clear_caches() ran" not in plain.stdout.str()  # off by default
+    assert held >= 12 and "malloc_trim(0) ran" not in plain.stdout.str()  # off by default
     module = pytester.runpytest_subprocess(
         "--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl", "--tpumem-clear-caches=module"
     )
@@ -290,22 +290,55 @@ def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
     assert _held_at_end(module.stdout.str()) == 0
     module.stdout.fnmatch_lines(
         [
-            f"  jax.clear_caches() ran after 1 test (--tpumem-clear-caches): it freed {held} programs and 0B on the devices"
+            "  jax.clear_caches(), gc.collect() and malloc_trim(0) ran after 1 test (--tpumem-clear-caches=module): "
+            f"they freed {held} programs, 0B on the devices and * of host memory (clear_caches *, gc *, malloc_trim *)"
         ]
     )
     cleared = [r for r in _records(pytester.path / "ledger.jsonl") if "cleared" in r]
     assert [r["test"] for r in cleared] == ["test_shapes.py::test_new_shape[12]"]
+    host = cleared[0]["cleared"].pop("host")
     assert cleared[0]["cleared"] == {"programs": held, "bytes": 0} and cleared[0]["executables"] == 0
+    assert sorted(host) == ["clear_caches", "gc", "malloc_trim"] and all(isinstance(n, int) for n in host.values())
     every = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=test")
-    every.stdout.fnmatch_lines(["  jax.clear_caches() ran after 12 tests (--tpumem-clear-caches): it freed *"])
+    every.stdout.fnmatch_lines(
+        ["  jax.clear_caches(), * ran after 12 tests (--tpumem-clear-caches=test): they freed *"]
+    )
 
 
-@pytest.mark.parametrize("value", ["sometimes", "0", "-3", "10000001"])
+def test_clearing_on_the_processs_host_memory_and_what_a_share_of_the_limit_is(pytester):
+    """host:SIZE clears after each test that leaves the process at SIZE or more: 1MB, every test;
+    1TB, none. host:N% says what it is a share of, and where that was read; device:N% on a CPU
+    says that it never clears (no device reports a limit)."""
+    pytester.makepyfile(test_shapes=SHAPES)
+    low = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:1MB")
+    low.assert_outcomes(passed=12)
+    low.stdout.fnmatch_lines(
+        ["  jax.clear_caches(), * ran after 12 tests (--tpumem-clear-caches=host:1MB): they freed *"]
+    )
+    assert _held_at_end(low.stdout.str()) == 0
+    high = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:1TB")
+    assert "malloc_trim(0) ran" not in high.stdout.str() and _held_at_end(high.stdout.str()) >= 12
+    share = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:100%")
+    assert "malloc_trim(0) ran" not in share.stdout.str()  # the whole of the runner's limit: never reached
+    share.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
+    device = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=device:80%")
+    device.stdout.fnmatch_lines(
+        ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["sometimes", "0", "-3", "10000001", "host:0%", "host:101%", "host:60.5%", "device:600MB", "disk:5%", "host:"],
+)
 def test_a_bad_clear_caches_value_is_a_usage_error_naming_it(pytester, value):
     pytester.makepyfile("def test_a():\n    pass\n")
     result = pytester.runpytest("--tpumem", f"--tpumem-clear-caches={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--tpumem-clear-caches: '{value}' is not one of off, test, module, nor a number*"])
+    said = f"*--tpumem-clear-caches: '{value}' is not one of off, test, module, a number*host:SIZE*host:N%*device:N%*"
+    if value == "host:":
+        said = "*--tpumem-clear-caches (host:SIZE): '' is not a size*"
+    result.stderr.fnmatch_lines([said])
 
 
 def test_the_ledger_is_switched_off_by_blocking_its_plugin(planted):

@@ -37,6 +37,8 @@ class Line:
     ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended in it: (owner, bytes still alive)
     explanation: Explanation | None = None
     cleared: tuple[int, int] | None = None  # jax.clear_caches() after it: (programs, bytes on the devices) it freed
+    # host memory (RSS) each step of the remedy then freed: jax.clear_caches(), gc.collect(), malloc_trim(0)
+    cleared_host: tuple[int, int, int] | None = None
     peaks: dict[str, int] = field(default_factory=dict)  # where it raised the runtime's high-water mark: its peak
     outside: int = 0  # growth of device memory no live array holds (programs, the runtime's own); 0 on CPU
 
@@ -54,13 +56,49 @@ def over(residue: int, threshold: int) -> bool:
     return threshold > 0 and residue >= threshold
 
 
-def clear_now(setting: str | int, module_ends: bool, programs: int | None) -> bool:
+@dataclass(frozen=True)
+class MemoryTrigger:
+    """--tpumem-clear-caches on memory: ``host:600MB``, ``host:60%`` (of the runner's limit, each
+    pytest-xdist worker its share), ``device:80%`` (of a device's bytes_limit)."""
+
+    what: str  # "host" or "device"
+    size: int = 0  # bytes, or 0 where a share of a limit is given
+    percent: int = 0  # 1 to 100, of the limit
+    text: str = ""  # as it was spelled
+
+    def __str__(self) -> str:
+        return self.text or f"{self.what}:{self.size}B"
+
+    def reached(self, used: int | None, limit: int | None) -> bool:
+        """Whether ``used`` bytes reach the trigger (the size, or the share of ``limit``)."""
+        if used is None:
+            return False
+        if self.size:
+            return used >= self.size
+        return limit is not None and limit > 0 and used * 100 >= self.percent * limit
+
+
+def clear_now(
+    setting: str | int | MemoryTrigger,
+    module_ends: bool,
+    programs: int | None,
+    rss: int | None = None,
+    host_limit: int | None = None,
+    devices: dict[str, int] | None = None,
+    device_limits: dict[str, int] | None = None,
+) -> bool:
     """Whether --tpumem-clear-caches clears jax's caches after this test: every test, a module's
-    last, or when jax holds the setting's number of programs or more (never where none are listed)."""
+    last, when jax holds the setting's number of programs or more (never where none are listed),
+    or when the process's host memory (``rss``) or a device's bytes in use reach the trigger."""
     if setting == "test":
         return True
     if setting == "module":
         return module_ends
+    if isinstance(setting, MemoryTrigger):
+        if setting.what == "host":
+            return setting.reached(rss, host_limit)
+        limits = device_limits or {}
+        return any(setting.reached(n, limits.get(label)) for label, n in (devices or {}).items())
     return isinstance(setting, int) and programs is not None and programs >= setting
 
 
@@ -132,6 +170,8 @@ class Session:
     fixtures_ended: tuple[tuple[str, int], ...] = ()  # wider-scope fixtures whose scope ended: bytes still alive
     fixture_holds: tuple[tuple[str, tuple[Holder, ...]], ...] = ()  # fixtures holding the threshold or more, by path
     after_gc: dict[str, int] = field(default_factory=dict)  # owner -> bytes alive at the end after gc.collect()
+    remedy: str = ""  # --tpumem-clear-caches as set ("host:60%"), "" where off
+    host_limit: tuple[int, str] | None = None  # the process's share of the runner's memory limit, where read from
 
     def worst(self, top: int) -> list[Line]:
         """The named lines, the most left behind first (run order among equals)."""
@@ -145,6 +185,13 @@ class Session:
         """How often jax.clear_caches() ran between tests, and the programs and device bytes it freed."""
         done = [line.cleared for line in self.lines if line.cleared is not None]
         return len(done), sum(c[0] for c in done), sum(c[1] for c in done)
+
+    def cleared_host(self) -> tuple[int, int, int] | None:
+        """The host memory each step of the remedy freed, over the run (clear_caches, gc, trim)."""
+        done = [line.cleared_host for line in self.lines if line.cleared_host is not None]
+        if not done:
+            return None
+        return sum(c[0] for c in done), sum(c[1] for c in done), sum(c[2] for c in done)
 
     def grew_outside(self, top: int) -> list[Line]:
         """The tests after which device memory that no live array holds grew by the threshold or more."""

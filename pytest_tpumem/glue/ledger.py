@@ -158,6 +158,9 @@ class Ledger:
         self.worker_said: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: each worker's picture, errors
         self.worker_tests: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: the workers' tests
         self._ingredients: tuple[Any, ...] = ([], {}, {})  # the patterns': made at the end, compiled, held
+        self._limits: dict[str, int] | None = None  # each device's bytes_limit, read once where needed
+        self.host_share = _host_share(settings.clear_caches)  # --tpumem-clear-caches=host:N%: its limit
+        self.host_limit = self.host_share[0] if self.host_share is not None else None
 
     def _devices(self) -> list[Any]:
         """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
@@ -296,7 +299,15 @@ class Ledger:
         fixtures = tuple((owner, self.fixture_bytes.get(owner, 0)) for owner in self.set_up)
         line = line_of(test, len(self.lines) + 1, self.outcome, reading, last, fixtures, ended, explanation, compiled)
         module_ends = nextitem is None or nextitem.path != item.path
-        if reading.started and clear_now(self.settings.clear_caches, module_ends, reading.executables):
+        if reading.started and clear_now(
+            self.settings.clear_caches,
+            module_ends,
+            reading.executables,
+            reading.rss,
+            self.host_limit,
+            reading.devices,
+            self._device_limits(),
+        ):
             reading, line = self._clear(test, reading, line)
         self.lines.append(line)
         self.last = reading
@@ -307,19 +318,40 @@ class Ledger:
 
         self._record(line_record(line))
 
+    def _device_limits(self) -> dict[str, int]:
+        """Each device's bytes_limit, read once (for --tpumem-clear-caches=device:N%)."""
+        if self._limits is None:
+            self._limits = self.reader.bytes_limits()
+        return self._limits
+
     def _clear(self, test: str, before: Any, line: Line) -> tuple[Any, Line]:
-        """--tpumem-clear-caches: jax.clear_caches() now, and what it freed (the programs jax held,
-        the devices' bytes); the reading after it is the next test's start."""
+        """--tpumem-clear-caches: jax.clear_caches(), gc.collect() and malloc_trim(0) now, and what
+        each freed (the programs jax held, the devices' bytes, host memory); the reading after them
+        is the next test's start."""
         import dataclasses
+        import gc
 
         import jax
 
-        jax.clear_caches()
+        from ..readings.host import host_rss, trim_host
+
+        rss = [before.rss]
+        for step in (jax.clear_caches, gc.collect, trim_host):
+            step()
+            rss.append(host_rss())
         after = self._take(test)
         programs = (before.executables or 0) - (after.executables or 0)
         freed = sum(before.devices.values()) - sum(after.devices.values())
+        host = None
+        if all(r is not None for r in rss):
+            host = (rss[0] - rss[1], rss[1] - rss[2], rss[2] - rss[3])
         cleared = dataclasses.replace(
-            line, devices=dict(after.devices), executables=after.executables, rss=after.rss, cleared=(programs, freed)
+            line,
+            devices=dict(after.devices),
+            executables=after.executables,
+            rss=after.rss,
+            cleared=(programs, freed),
+            cleared_host=host,
         )
         return after, cleared
 
@@ -407,6 +439,8 @@ class Ledger:
             tuple(sorted(self.fixtures_ended.items())),
             tuple(sorted(self.fixture_holds.items())),
             collected,
+            "" if self.settings.clear_caches == "off" else str(self.settings.clear_caches),
+            self.host_share,
         )
 
     def report_part(self) -> Any:
@@ -506,3 +540,23 @@ def _value(fixturedef: Any) -> Any:
     if not cached or cached[2] is not None:
         return None
     return cached[0]
+
+
+def _host_share(setting: Any) -> tuple[int, str] | None:
+    """For --tpumem-clear-caches=host:N%: this process's share of the runner's memory limit (the
+    kernel counts a cgroup's processes together: each pytest-xdist worker gets its share), and
+    where the limit was read; None for any other setting or where no limit can be read."""
+    from ..decisions.ledger import MemoryTrigger
+
+    if not (isinstance(setting, MemoryTrigger) and setting.what == "host" and setting.percent):
+        return None
+    from ..readings.host import runner_limit
+
+    found = runner_limit()
+    if found is None:
+        return None
+    limit, source = found
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if workers.isdecimal() and int(workers) > 1:
+        return limit // int(workers), f"{source}, shared by {workers} pytest-xdist workers"
+    return limit, source

@@ -110,16 +110,33 @@ def to_path(value: Any, where: str) -> str:
     return text
 
 
-def to_clear(value: Any, where: str) -> str | int:
-    """When the ledger clears jax's caches: off, test, module, or a number of programs held."""
+def to_clear(value: Any, where: str) -> Any:
+    """When the ledger clears jax's caches: off, test, module, a number of programs held, or a
+    memory trigger (decisions.ledger.MemoryTrigger): host:SIZE, host:N%, device:N%."""
+    from ..decisions.ledger import MemoryTrigger
+
     text = str(value).strip().lower()
     if text in CLEAR_CACHES:
         return text
     if text.isascii() and text.isdecimal() and 0 < int(text) <= defaults.MAX_PROGRAMS:
         return int(text)
+    what, colon, amount = str(value).strip().partition(":")
+    what, amount = what.strip().lower(), amount.strip()
+    if colon and what in ("host", "device"):
+        number = amount[:-1].strip()
+        if amount.endswith("%") and number.isascii() and number.isdecimal() and 0 < int(number) <= 100:
+            return MemoryTrigger(what, percent=int(number), text=f"{what}:{int(number)}%")
+        if what == "host" and not amount.endswith("%"):
+            try:
+                size = parse_size(amount, what=f"{where} (host:SIZE)")
+            except SizeError as e:
+                raise SettingError(str(e)) from None
+            return MemoryTrigger(what, size=size, text=f"host:{amount}")
     raise SettingError(
-        f"{where}: {value!r} is not one of {', '.join(CLEAR_CACHES)}, nor a number of programs from 1 to "
-        f"{defaults.MAX_PROGRAMS} (clear when jax holds that many after a test)"
+        f"{where}: {value!r} is not one of {', '.join(CLEAR_CACHES)}, a number of programs from 1 to "
+        f"{defaults.MAX_PROGRAMS} (clear when jax holds that many after a test), host:SIZE (host:600MB: when the "
+        "process's host memory reaches it), host:N% (of the runner's memory limit) or device:N% (of a device's "
+        "bytes_limit), N from 1 to 100"
     )
 
 
@@ -317,9 +334,11 @@ OPTIONS = (
     ),
     Option(
         "tpumem_clear_caches",
-        "call jax.clear_caches() between tests, as suites do by hand, and say what it freed: off (the default), "
-        "test (after every test), module (after each module's last test) or a number N (after a test that leaves "
-        "jax holding N compiled programs or more)",
+        "clear jax's caches, collect garbage and give freed heap back to the OS (malloc_trim) between tests, "
+        "and say what each step freed: off (the default), test (after every test), module (after each module's "
+        "last test), a number N (after a test that leaves jax holding N compiled programs or more), host:SIZE "
+        "(host:600MB: after a test that leaves the process's host memory at SIZE or more), host:N% (N% of the "
+        "runner's memory limit, each pytest-xdist worker its share) or device:N% (N% of a device's bytes_limit)",
         to_clear,
     ),
     Option(

@@ -278,7 +278,7 @@ class Reporter:
                 "recompile": s.recompile,
                 "sample_ms": s.sample_interval * 1000,
                 "residue": s.residue,
-                "clear_caches": s.clear_caches,
+                "clear_caches": s.clear_caches if isinstance(s.clear_caches, (str, int)) else str(s.clear_caches),
             },
         }
 

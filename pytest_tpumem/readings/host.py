@@ -151,3 +151,46 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
         entry[0] += stat.size_diff
         entry[1] += max(stat.count_diff, 0)
     return [(site, size, count) for site, (size, count) in grown.items()]
+
+
+# The kernel's v1 "no limit": the largest page-aligned signed 64-bit number (9223372036854771712)
+_V1_UNLIMITED = 1 << 62
+
+
+def runner_limit(root: str = "/") -> tuple[int, str] | None:
+    """The memory this process may use before the kernel's OOM killer acts, and where that was
+    read: the smallest limit of its memory cgroup and the cgroups above it (cgroup v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``; the kernel counts every process of a cgroup,
+    pytest-xdist's workers together), else the machine's memory (``MemTotal``); None where none can
+    be read. ``root``: where the file system is (tests give a made-up one)."""
+    import os
+
+    def read(path: str) -> str | None:
+        try:
+            with open(os.path.join(root, path.lstrip("/"))) as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    found: list[tuple[int, str]] = []
+    for line in (read("/proc/self/cgroup") or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":
+            base, name = "/sys/fs/cgroup", "memory.max"  # cgroup v2
+        elif "memory" in controllers.split(","):
+            base, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"  # cgroup v1
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            file = "/".join([base, *parts[:depth], name])
+            text = read(file)
+            if text and text.isdecimal() and 0 < int(text) < _V1_UNLIMITED:  # v2 writes "max" for none
+                found.append((int(text), file))
+    if found:
+        return min(found)
+    for line in (read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal:") and line.split()[1].isdecimal():
+            return int(line.split()[1]) * 1024, "/proc/meminfo MemTotal (no memory cgroup limit)"
+    return None

@@ -109,6 +109,8 @@ def report_record(line: Line) -> dict[str, Any]:
         record["peaks"] = dict(line.peaks)
     if line.cleared is not None:
         record["cleared"] = {"programs": line.cleared[0], "bytes": line.cleared[1]}
+        if line.cleared_host is not None:
+            record["cleared"]["host"] = dict(zip(REMEDY_STEPS, line.cleared_host))
     if line.explanation is not None:
         record["made"] = [
             {"site": _site(m.site), "bytes": m.nbytes, "arrays": m.count, "shape": m.shape}
@@ -204,12 +206,35 @@ def _totals(session: Session) -> list[str]:
     if session.first is not None and session.first.rss is not None and session.last.rss is not None:
         out.append(f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}")
     times, programs, freed = session.cleared()
+    remedy = f"--tpumem-clear-caches={session.remedy}" if session.remedy else "--tpumem-clear-caches"
     if times:
+        said = f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
+        host = session.cleared_host()
+        if host is not None:
+            steps = ", ".join(f"{step} {_signed(n)}" for step, n in zip(REMEDY_STEPS, host))
+            said = f"{plural(programs, 'program')}, {format_size(freed)} on the devices and {_signed(sum(host))} of host memory ({steps})"
         out.append(
-            f"  jax.clear_caches() ran after {plural(times, 'test')} (--tpumem-clear-caches): it freed "
-            f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
+            f"  jax.clear_caches(), gc.collect() and malloc_trim(0) ran after {plural(times, 'test')} ({remedy}): "
+            f"they freed {said}"
         )
+    if session.host_limit is not None and session.remedy.startswith("host:") and session.remedy.endswith("%"):
+        limit, source = session.host_limit
+        percent = int(session.remedy[len("host:") : -1])
+        out.append(
+            f"  {session.remedy} is {format_size(limit * percent // 100)} here: {percent}% of {format_size(limit)} "
+            f"({source})"
+        )
+    if session.remedy.startswith("device:") and not session.bytes_limit:
+        out.append(f"  {remedy} never cleared: no device here reports a bytes_limit (the CPU backend reports none)")
     return out
+
+
+def _signed(n: int) -> str:
+    """Freed bytes; a step that freed nothing, or grew the process, says so (RSS is read after each)."""
+    return format_size(n) if n >= 0 else f"-{format_size(-n)}"
+
+
+REMEDY_STEPS = ("clear_caches", "gc", "malloc_trim")  # --tpumem-clear-caches' steps, as the JSON names them
 
 
 def _nowhere(test: str) -> str:
@@ -475,6 +500,7 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
             programs=tuple((site, _int(n)) for site, n in programs or ()),
         )
     cleared = record.get("cleared")
+    host = cleared.get("host") if isinstance(cleared, dict) else None
     return Line(
         test=test,
         index=_int(record.get("index")),
@@ -489,6 +515,11 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
         rss=record.get("rss") if isinstance(record.get("rss"), int) else None,
         explanation=explanation,
         cleared=(_int(cleared.get("programs")), _int(cleared.get("bytes"))) if isinstance(cleared, dict) else None,
+        cleared_host=(
+            (_int(host.get(REMEDY_STEPS[0])), _int(host.get(REMEDY_STEPS[1])), _int(host.get(REMEDY_STEPS[2])))
+            if isinstance(host, dict)
+            else None
+        ),
         peaks=_sizes(record.get("peaks")),
         outside=_int(record.get("outside")),
     )

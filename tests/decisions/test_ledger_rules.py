@@ -3,7 +3,7 @@ cleared, what a pattern is, and what a failed test's traceback takes off its res
 
 import pytest
 
-from pytest_tpumem.decisions.ledger import Line, Pattern, clear_now, named, over, patterns
+from pytest_tpumem.decisions.ledger import Line, MemoryTrigger, Pattern, clear_now, named, over, patterns
 from pytest_tpumem.measuring.ledger import Explanation
 
 MB = 10**6
@@ -39,6 +39,33 @@ def test_what_only_a_failed_tests_traceback_keeps_is_not_named():
 )
 def test_when_jaxs_caches_are_cleared(setting, module_ends, programs, expected):
     assert clear_now(setting, module_ends, programs) is expected
+
+
+@pytest.mark.parametrize(
+    ("trigger", "rss", "limit", "expected"),
+    [
+        (MemoryTrigger("host", size=600 * MB), 600 * MB, None, True),  # at the size: cleared
+        (MemoryTrigger("host", size=600 * MB), 600 * MB - 1, None, False),
+        (MemoryTrigger("host", size=600 * MB), None, None, False),  # no RSS read: never
+        (MemoryTrigger("host", percent=60), 600 * MB, 1000 * MB, True),  # 60% of the limit exactly
+        (MemoryTrigger("host", percent=60), 600 * MB - 1, 1000 * MB, False),
+        (MemoryTrigger("host", percent=60), 10**12, None, False),  # no limit read: never
+        (MemoryTrigger("host", percent=60), 10**12, 0, False),
+    ],
+)
+def test_when_host_memory_clears_the_caches(trigger, rss, limit, expected):
+    assert clear_now(trigger, True, 10**6, rss, limit) is expected
+    assert clear_now(trigger, True, 10**6, rss, limit, {"tpu:0": 10**12}, {"tpu:0": 1}) is expected  # host only
+
+
+def test_when_a_devices_memory_clears_the_caches_each_against_its_own_limit():
+    eighty = MemoryTrigger("device", percent=80)
+    limits = {"gpu:0": 1000 * MB, "gpu:1": 2000 * MB}
+    assert clear_now(eighty, False, 0, 10**12, 10**12, {"gpu:0": 800 * MB, "gpu:1": 0}, limits)
+    assert clear_now(eighty, False, 0, None, None, {"gpu:0": 0, "gpu:1": 1600 * MB}, limits)
+    assert not clear_now(eighty, False, 0, None, None, {"gpu:0": 800 * MB - 1, "gpu:1": 1600 * MB - 1}, limits)
+    assert not clear_now(eighty, False, 0, None, None, {"cpu:0": 10**12}, {})  # no device reports a limit
+    assert not clear_now(eighty, False, 0, None, None, None, limits)
 
 
 def test_a_pattern_is_a_line_two_tests_or_more_left_and_one_test_alone_is_its_own_line():
