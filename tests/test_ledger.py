@@ -321,6 +321,12 @@ def test_clearing_on_the_processs_host_memory_and_what_a_share_of_the_limit_is(p
     share = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:100%")
     assert "malloc_trim(0) ran" not in share.stdout.str()  # the whole of the runner's limit: never reached
     share.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
+    pytest.importorskip("xdist")
+    workers = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "-n", "2", "--tpumem-clear-caches=host:100%"
+    )
+    said = [line for line in workers.stdout.lines if "host:100% is" in line]
+    assert len(said) == 2 and all(line.endswith(", shared by 2 pytest-xdist workers)") for line in said), said
     device = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=device:80%")
     device.stdout.fnmatch_lines(
         ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]

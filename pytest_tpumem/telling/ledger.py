@@ -455,6 +455,8 @@ def session_record(
         "alive": {owner: n for owner, n in session.last.owned.items() if n},
         "after_gc": dict(session.after_gc),
         "bytes_limit": dict(session.bytes_limit),
+        "remedy": session.remedy,
+        "host_limit": list(session.host_limit) if session.host_limit is not None else None,
         "made_at_end": [[site, test, n] for (site, test), n in made.items()],
         "programs_by_test": [[_site_text(site), sorted(tests)] for site, tests in programs_by_test.items()],
         "held_programs": [[_site_text(site), n] for site, n in held_programs.items()],
@@ -588,6 +590,8 @@ def account_of(
                 for o, holds in sent.get("fixture_holds") or ()
             ),
             after_gc=_sizes(sent.get("after_gc")),
+            remedy=str(sent.get("remedy") or ""),
+            host_limit=_host_limit(sent.get("host_limit")),
         )
         counts[worker] = _int(sent.get("tests"), len(lines))
         made += [(site, str(test), _int(n)) for site, test, n in sent.get("made_at_end") or ()]
@@ -596,6 +600,12 @@ def account_of(
         for site, n in sent.get("held_programs") or ():
             held[site] = held.get(site, 0) + _int(n)
     return account(workers, counts, died, made, programs_by_test, held, threshold)
+
+
+def _host_limit(sent: Any) -> tuple[int, str] | None:
+    if isinstance(sent, list) and len(sent) == 2 and isinstance(sent[0], int) and sent[0] > 0:
+        return sent[0], str(sent[1])
+    return None
 
 
 def _worker_totals(worker: str, session: Session, count: int, crash: list[str] | None) -> list[str]:
