@@ -78,6 +78,34 @@ class MemoryTrigger:
         return limit is not None and limit > 0 and used * 100 >= self.percent * limit
 
 
+CLIMB_WINDOW = 50  # the last tests a host memory climb's rate is taken over
+CLIMB_SHARE = 5  # a climb is told once the run grew by this percent of the runner's limit or more
+
+
+@dataclass(frozen=True)
+class Climb:
+    """Host memory climbing towards the runner's limit: its rate, and when it would reach it."""
+
+    rate: float  # bytes a test, over the last ``over`` tests (least squares)
+    over: int
+    tests_left: int  # more tests at that rate to reach the limit from the last reading
+
+
+def climb(rss: list[int], limit: int | None) -> Climb | None:
+    """Whether host memory (``rss`` after each test, in run order) climbs towards ``limit``: it grew
+    by CLIMB_SHARE% of the limit or more from the first test to the last, and still rises over the
+    last CLIMB_WINDOW tests (the least-squares rate); None otherwise, or where no limit is known."""
+    if not limit or len(rss) < 3 or (rss[-1] - rss[0]) * 100 < CLIMB_SHARE * limit:
+        return None
+    tail = rss[-CLIMB_WINDOW:]
+    n = len(tail)
+    mean_x, mean_y = (n - 1) / 2, sum(tail) / n
+    rate = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(tail)) / sum((i - mean_x) ** 2 for i in range(n))
+    if rate <= 0:
+        return None
+    return Climb(rate, n, max(0, int((limit - rss[-1]) // rate)))
+
+
 def clear_now(
     setting: str | int | MemoryTrigger,
     module_ends: bool,

@@ -159,7 +159,7 @@ class Ledger:
         self.worker_tests: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: the workers' tests
         self._ingredients: tuple[Any, ...] = ([], {}, {})  # the patterns': made at the end, compiled, held
         self._limits: dict[str, int] | None = None  # each device's bytes_limit, read once where needed
-        self.host_share = _host_share(settings.clear_caches)  # --tpumem-clear-caches=host:N%: its limit
+        self.host_share = _host_share()  # this process's share of the runner's memory limit, where read from
         self.host_limit = self.host_share[0] if self.host_share is not None else None
 
     def _devices(self) -> list[Any]:
@@ -542,14 +542,10 @@ def _value(fixturedef: Any) -> Any:
     return cached[0]
 
 
-def _host_share(setting: Any) -> tuple[int, str] | None:
-    """For --tpumem-clear-caches=host:N%: this process's share of the runner's memory limit (the
-    kernel counts a cgroup's processes together: each pytest-xdist worker gets its share), and
-    where the limit was read; None for any other setting or where no limit can be read."""
-    from ..decisions.ledger import MemoryTrigger
-
-    if not (isinstance(setting, MemoryTrigger) and setting.what == "host" and setting.percent):
-        return None
+def _host_share() -> tuple[int, str] | None:
+    """This process's share of the runner's memory limit (the kernel counts a cgroup's processes
+    together: each pytest-xdist worker gets its share), and where the limit was read; None where
+    no limit can be read. A few small files, read once."""
     from ..readings.host import runner_limit
 
     found = runner_limit()

@@ -204,7 +204,10 @@ def _totals(session: Session) -> list[str]:
         began = f"{start_exe} at the first test -> " if start_exe is not None else ""
         out.append(f"  programs jax holds compiled: {began}{session.last.executables} at the end")
     if session.first is not None and session.first.rss is not None and session.last.rss is not None:
-        out.append(f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}")
+        out.append(
+            f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}{_of_limit(session)}"
+        )
+        out += _climb(session)
     times, programs, freed = session.cleared()
     remedy = f"--tpumem-clear-caches={session.remedy}" if session.remedy else "--tpumem-clear-caches"
     if times:
@@ -227,6 +230,33 @@ def _totals(session: Session) -> list[str]:
     if session.remedy.startswith("device:") and not session.bytes_limit:
         out.append(f"  {remedy} never cleared: no device here reports a bytes_limit (the CPU backend reports none)")
     return out
+
+
+def _of_limit(session: Session) -> str:
+    """How close the run came to the runner's memory limit: the most host memory after a test."""
+    rss = [line.rss for line in session.lines if line.rss is not None]
+    if session.host_limit is None or not rss:
+        return ""
+    limit, source = session.host_limit
+    most = max(rss)
+    return f"; the most after a test {format_size(most)}, {most / limit:.0%} of the runner's {format_size(limit)} ({source})"
+
+
+def _climb(session: Session) -> list[str]:
+    """Where host memory climbs towards the runner's limit: its rate and when it would reach it."""
+    from ..decisions.ledger import climb
+
+    if session.host_limit is None:
+        return []
+    found = climb([line.rss for line in session.lines if line.rss is not None], session.host_limit[0])
+    if found is None:
+        return []
+    remedy = "" if session.remedy else " (--tpumem-clear-caches=host:60% gives memory back before then)"
+    return [
+        f"  host memory climbs {format_size(int(found.rate))} a test over the last {plural(found.over, 'test')}: "
+        f"at that rate it reaches the runner's {format_size(session.host_limit[0])} in about "
+        f"{plural(found.tests_left, 'more test')}{remedy}"
+    ]
 
 
 def _signed(n: int) -> str:

@@ -3,7 +3,7 @@ cleared, what a pattern is, and what a failed test's traceback takes off its res
 
 import pytest
 
-from pytest_tpumem.decisions.ledger import Line, MemoryTrigger, Pattern, clear_now, named, over, patterns
+from pytest_tpumem.decisions.ledger import Line, MemoryTrigger, Pattern, clear_now, climb, named, over, patterns
 from pytest_tpumem.measuring.ledger import Explanation
 
 MB = 10**6
@@ -134,3 +134,26 @@ def test_a_fixture_is_named_with_its_worker():
         ("module fixture big (t.py) on gw1", 5 * MB),
     )
     assert [owner for owner, _ in found.merged.fixture_holds] == ["module fixture big (t.py) on gw0"]
+
+
+def test_a_climb_is_told_from_five_percent_of_the_limit_and_while_it_still_rises():
+    limit = 1000 * MB
+    rising = [100 * MB + i * 10 * MB for i in range(6)]  # +50MB: 5% of the limit
+    found = climb(rising, limit)
+    assert found is not None and found.rate == 10 * MB and found.over == 6
+    assert found.tests_left == (1000 - 150) // 10  # 85 more tests at +10MB a test
+    assert climb([r - 1 if i == 5 else r for i, r in enumerate(rising)], limit) is None  # a byte under 5%
+    assert climb(rising, None) is None and climb(rising, 0) is None  # no limit known
+    assert climb(rising[:2], limit) is None  # two readings make no rate
+    flat_end = [100 * MB] + [400 * MB] * 60  # grew once, then flat over the window
+    assert climb(flat_end, limit) is None
+
+
+def test_a_climbs_rate_is_over_the_last_fifty_tests():
+    limit = 10_000 * MB
+    early = [i * 100 * MB for i in range(10)]  # +100MB a test, then +1MB a test
+    late = [early[-1] + (i + 1) * MB for i in range(50)]
+    found = climb(early + late, limit)
+    assert found is not None and found.over == 50 and abs(found.rate - MB) < 1
+    over_limit = climb([0, 600 * MB, 1200 * MB], 1000 * MB)
+    assert over_limit is not None and over_limit.tests_left == 0  # already past it
