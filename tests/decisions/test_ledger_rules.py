@@ -157,3 +157,11 @@ def test_a_climbs_rate_is_over_the_last_fifty_tests():
     assert found is not None and found.over == 50 and abs(found.rate - MB) < 1
     over_limit = climb([0, 600 * MB, 1200 * MB], 1000 * MB)
     assert over_limit is not None and over_limit.tests_left == 0  # already past it
+
+
+def test_a_slow_climb_and_the_smallest_limit_are_still_read():
+    slow = climb([0, 0, 1, 1, 2, 2, 3, 3, 4, 5], 100)  # half a byte a test, past 5% of a 100-byte limit
+    assert slow is not None and 0 < slow.rate < 1
+    assert MemoryTrigger("host", percent=60).reached(1, 1) and not MemoryTrigger("host", percent=60).reached(0, 1)
+    assert str(MemoryTrigger("host", size=600 * MB, text="host:600MB")) == "host:600MB"  # the JSON's settings
+    assert str(MemoryTrigger("host", size=600 * MB)) == "host:600000000B"
