@@ -160,6 +160,11 @@ class Ledger:
         self._ingredients: tuple[Any, ...] = ([], {}, {})  # the patterns': made at the end, compiled, held
         self._limits: dict[str, int] | None = None  # each device's bytes_limit, read once where needed
         self.host_share = _host_share()  # this process's share of the runner's memory limit, where read from
+        from ..readings.host import oom_kills
+
+        self.oom_at_start = (
+            oom_kills()
+        )  # the kernel's OOM kills in this cgroup so far: a worker's death is told by them
         self.host_limit = self.host_share[0] if self.host_share is not None else None
 
     def _devices(self) -> list[Any]:
@@ -211,7 +216,9 @@ class Ledger:
             self.first = self.last = self.reader.read(BEFORE_TESTS)
         self.current, self.outcome, self._benchmark = item.nodeid, "", None
         self.set_up, self.ended, self._compiled_now = [], [], {}
-        self._record({"start": item.nodeid})
+        from ..readings.host import host_rss
+
+        self._record({"start": item.nodeid, "rss": host_rss()})  # a killed test's trail ends inside it
         try:
             return (yield)
         finally:
@@ -489,7 +496,11 @@ class Ledger:
             said = crash_lines(worker, crashitem, worker_path(path, worker), records, another_run=True)
             records = None
         else:
-            said = crash_lines(worker, crashitem, worker_path(path, worker), records)
+            from ..readings.host import oom_kills
+
+            said = crash_lines(
+                worker, crashitem, worker_path(path, worker), records, oom=(self.oom_at_start, oom_kills())
+            )
         self.worker_tests.update(recorded_tests(records or [], worker))
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
         from ..telling.words import escaped

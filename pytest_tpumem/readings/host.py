@@ -194,3 +194,37 @@ def runner_limit(root: str = "/") -> tuple[int, str] | None:
         if line.startswith("MemTotal:") and line.split()[1].isdecimal():
             return int(line.split()[1]) * 1024, "/proc/meminfo MemTotal (no memory cgroup limit)"
     return None
+
+
+def oom_kills(root: str = "/") -> tuple[int, str] | None:
+    """How many processes the kernel's OOM killer has killed in this process's memory cgroup and
+    those above it (cgroup v2 ``memory.events`` "oom_kill", v1 ``memory.oom_control`` "oom_kill",
+    summed up the path), and the innermost file read; None where none can be read."""
+    import os
+
+    def read(path: str) -> str | None:
+        try:
+            with open(os.path.join(root, path.lstrip("/"))) as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    total, first = 0, ""
+    for line in (read("/proc/self/cgroup") or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":
+            base, name = "/sys/fs/cgroup", "memory.events"
+        elif "memory" in controllers.split(","):
+            base, name = "/sys/fs/cgroup/memory", "memory.oom_control"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            file = "/".join([base, *parts[:depth], name])
+            for entry in (read(file) or "").splitlines():
+                key, _, value = entry.partition(" ")
+                if key == "oom_kill" and value.strip().isdecimal():
+                    total += int(value)
+                    first = first or file
+    return (total, first) if first else None

@@ -408,11 +408,18 @@ def another_runs(records: list[dict[str, Any]], run: Any) -> bool:
 
 
 def crash_lines(
-    worker: str, test: str, path: str, records: list[dict[str, Any]] | None, another_run: bool = False
+    worker: str,
+    test: str,
+    path: str,
+    records: list[dict[str, Any]] | None,
+    another_run: bool = False,
+    oom: tuple[Any, Any] = (None, None),
 ) -> list[str]:
     """What a crashed pytest-xdist worker's flight recorder says: the test it started last and the
-    readings after the test before it (``records`` None: the file could not be read; ``another_run``:
-    it is another run's)."""
+    readings after the test before it and at that test's start; the tests that grew its host memory
+    most; and whether the kernel's OOM killer acted (``oom``: readings.host.oom_kills at the
+    start of the run and now). ``records`` None: the file could not be read; ``another_run``: it is
+    another run's."""
     if another_run:
         return [
             f"tpumem: {worker}'s flight recorder {path} is another run's: a run of this project that started later "
@@ -431,7 +438,38 @@ def crash_lines(
         f"  after {last['test']}: {devices}; programs held {last.get('executables')}; "
         f"host RSS {format_size(last.get('rss'))}"
     )
+    begun = records[-1] if records and "start" in records[-1] else None
+    if begun is not None and isinstance(begun.get("rss"), int):
+        out.append(f"  at the start of {begun['start']}: host RSS {format_size(begun['rss'])}")
+    out += _grew_most(records) + _killed(oom)
     return out
+
+
+def _grew_most(records: list[dict[str, Any]], top: int = 3) -> list[str]:
+    """The tests after which the worker's host memory had grown most since the reading before
+    (the start of the test, else the test before it), as its flight recorder read them."""
+    grew: dict[str, int] = {}
+    before = None
+    for r in records:
+        rss = r.get("rss") if isinstance(r.get("rss"), int) else None
+        if "test" in r and rss is not None and before is not None and rss > before:
+            grew[str(r["test"])] = grew.get(str(r["test"]), 0) + rss - before
+        before = rss if rss is not None else before
+    most = sorted(grew.items(), key=lambda kv: -kv[1])[:top]
+    if not most:
+        return []
+    return ["  the tests that grew its host memory most: " + ", ".join(f"{t} +{format_size(n)}" for t, n in most)]
+
+
+def _killed(oom: tuple[Any, Any]) -> list[str]:
+    """Whether the kernel's OOM killer acted in the runner's memory cgroup during the run."""
+    before, now = oom
+    if before is None or now is None or now[0] <= before[0]:
+        return []
+    return [
+        f"  the kernel's OOM killer acted during the run (oom_kill {before[0]} -> {now[0]} in {now[1]}): this "
+        "worker was most likely killed for memory"
+    ]
 
 
 def recorded_tests(records: list[dict[str, Any]], worker: str) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ this machine are read by the last test."""
 
 import pytest
 
-from pytest_tpumem.readings.host import runner_limit
+from pytest_tpumem.readings.host import oom_kills, runner_limit
 
 V1_NONE = "9223372036854771712"
 
@@ -67,3 +67,28 @@ def test_the_runners_limit_is_the_smallest_on_the_way_up_else_the_machines(tmp_p
 def test_this_machine_has_a_limit_it_can_read():
     limit, source = runner_limit()
     assert limit > 0 and source
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (  # v2: memory.events, summed up the path (the kill counted where the limit was hit)
+            {
+                "/proc/self/cgroup": "0::/ci/job",
+                "/sys/fs/cgroup/ci/job/memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0",
+                "/sys/fs/cgroup/ci/memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 2",
+            },
+            (3, "/sys/fs/cgroup/ci/job/memory.events"),
+        ),
+        (  # v1: memory.oom_control
+            {
+                "/proc/self/cgroup": "4:memory:/runner_case_7",
+                "/sys/fs/cgroup/memory/runner_case_7/memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1",
+            },
+            (1, "/sys/fs/cgroup/memory/runner_case_7/memory.oom_control"),
+        ),
+        ({"/proc/self/cgroup": "0::/"}, None),  # nothing that counts kills
+    ],
+)
+def test_the_oom_killers_count_is_read_up_the_cgroup_path(tmp_path, files, expected):
+    assert oom_kills(_tree(tmp_path, files)) == expected

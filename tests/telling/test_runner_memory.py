@@ -4,7 +4,7 @@ remedy (--tpumem-clear-caches) freed, step by step."""
 
 from pytest_tpumem.decisions.ledger import Line, Session
 from pytest_tpumem.readings.between import Between
-from pytest_tpumem.telling.ledger import session_lines
+from pytest_tpumem.telling.ledger import crash_lines, session_lines
 
 MB = 10**6
 LIMIT = (1000 * MB, "/sys/fs/cgroup/ci/memory.max")
@@ -72,3 +72,28 @@ def test_the_remedy_says_what_each_step_freed():
         "they freed 40 programs, 0B on the devices and 56.3MB of host memory (clear_caches 278.5kB, gc -1.0kB, "
         "malloc_trim 56.0MB)" in _said(s)
     ), _said(s)
+
+
+RECORDS = [
+    {"start": "t.py::a", "rss": 100 * MB},
+    {"test": "t.py::a", "devices": {"cpu:0": 0}, "executables": 1, "rss": 400 * MB},  # +300MB
+    {"start": "t.py::b", "rss": 400 * MB},
+    {"test": "t.py::b", "devices": {"cpu:0": 0}, "executables": 2, "rss": 390 * MB},  # shrank: never named
+    {"start": "t.py::c", "rss": 395 * MB},
+    {"test": "t.py::c", "devices": {"cpu:0": 0}, "executables": 9, "rss": 420 * MB},  # +25MB
+    {"start": "t.py::d", "rss": 421 * MB},
+]
+
+
+def test_a_killed_worker_is_told_with_its_last_readings_its_culprits_and_the_oom_killer():
+    killed = crash_lines("gw0", "t.py::d", "ledger.gw0.jsonl", RECORDS, oom=((0, "x"), (1, "/cg/memory.oom_control")))
+    assert killed[1:] == [
+        "  after t.py::c: cpu:0 0B; programs held 9; host RSS 420.0MB",
+        "  at the start of t.py::d: host RSS 421.0MB",
+        "  the tests that grew its host memory most: t.py::a +300.0MB, t.py::c +25.0MB",
+        "  the kernel's OOM killer acted during the run (oom_kill 0 -> 1 in /cg/memory.oom_control): this worker was "
+        "most likely killed for memory",
+    ]
+    other = crash_lines("gw0", "t.py::d", "ledger.gw0.jsonl", RECORDS, oom=((1, "x"), (1, "x")))
+    assert not any("OOM killer" in line for line in other)  # no kill counted during the run: not said
+    assert not any("OOM killer" in line for line in crash_lines("gw0", "t.py::d", "p", RECORDS))  # none read
