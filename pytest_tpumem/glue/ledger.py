@@ -162,10 +162,8 @@ class Ledger:
         self.host_share = _host_share()  # this process's share of the runner's memory limit, where read from
         from ..readings.host import oom_kills
 
-        self.oom_at_start = (
-            oom_kills()
-        )  # the kernel's OOM kills in this cgroup so far: a worker's death is told by them
-        self.host_limit = self.host_share[0] if self.host_share is not None else None
+        # the kernel's OOM kills in this cgroup so far: a crashed worker is told by those after them
+        self.oom_at_start = oom_kills()
 
     def _devices(self) -> list[Any]:
         """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
@@ -311,7 +309,7 @@ class Ledger:
             module_ends,
             reading.executables,
             reading.rss,
-            self.host_limit,
+            self.host_share[0] if self.host_share is not None else None,
             reading.devices,
             self._device_limits(),
         ):

@@ -157,40 +157,48 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
 _V1_UNLIMITED = 1 << 62
 
 
+def _read(root: str, path: str) -> str | None:
+    import os
+
+    try:
+        with open(os.path.join(root, path.lstrip("/"))) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _up_the_cgroups(root: str, v2_name: str, v1_name: str) -> list[str]:
+    """The files ``v2_name`` (cgroup v2) or ``v1_name`` (the v1 memory controller) of this process's
+    memory cgroup and of each cgroup above it, innermost first, as /proc/self/cgroup places them."""
+    files = []
+    for line in (_read(root, "/proc/self/cgroup") or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":
+            base, name = "/sys/fs/cgroup", v2_name
+        elif "memory" in controllers.split(","):
+            base, name = "/sys/fs/cgroup/memory", v1_name
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        files += ["/".join([base, *parts[:depth], name]) for depth in range(len(parts), -1, -1)]
+    return files
+
+
 def runner_limit(root: str = "/") -> tuple[int, str] | None:
     """The memory this process may use before the kernel's OOM killer acts, and where that was
     read: the smallest limit of its memory cgroup and the cgroups above it (cgroup v2
     ``memory.max``, v1 ``memory.limit_in_bytes``; the kernel counts every process of a cgroup,
     pytest-xdist's workers together), else the machine's memory (``MemTotal``); None where none can
     be read. ``root``: where the file system is (tests give a made-up one)."""
-    import os
-
-    def read(path: str) -> str | None:
-        try:
-            with open(os.path.join(root, path.lstrip("/"))) as f:
-                return f.read().strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-
     found: list[tuple[int, str]] = []
-    for line in (read("/proc/self/cgroup") or "").splitlines():
-        number, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if number == "0" and controllers == "":
-            base, name = "/sys/fs/cgroup", "memory.max"  # cgroup v2
-        elif "memory" in controllers.split(","):
-            base, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"  # cgroup v1
-        else:
-            continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts), -1, -1):
-            file = "/".join([base, *parts[:depth], name])
-            text = read(file)
-            if text and text.isdecimal() and 0 < int(text) < _V1_UNLIMITED:  # v2 writes "max" for none
-                found.append((int(text), file))
+    for file in _up_the_cgroups(root, "memory.max", "memory.limit_in_bytes"):
+        text = (_read(root, file) or "").strip()
+        if text.isdecimal() and 0 < int(text) < _V1_UNLIMITED:  # v2 writes "max" for none
+            found.append((int(text), file))
     if found:
         return min(found)
-    for line in (read("/proc/meminfo") or "").splitlines():
+    for line in (_read(root, "/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:") and line.split()[1].isdecimal():
             return int(line.split()[1]) * 1024, "/proc/meminfo MemTotal (no memory cgroup limit)"
     return None
@@ -200,31 +208,11 @@ def oom_kills(root: str = "/") -> tuple[int, str] | None:
     """How many processes the kernel's OOM killer has killed in this process's memory cgroup and
     those above it (cgroup v2 ``memory.events`` "oom_kill", v1 ``memory.oom_control`` "oom_kill",
     summed up the path), and the innermost file read; None where none can be read."""
-    import os
-
-    def read(path: str) -> str | None:
-        try:
-            with open(os.path.join(root, path.lstrip("/"))) as f:
-                return f.read()
-        except (OSError, UnicodeDecodeError):
-            return None
-
     total, first = 0, ""
-    for line in (read("/proc/self/cgroup") or "").splitlines():
-        number, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if number == "0" and controllers == "":
-            base, name = "/sys/fs/cgroup", "memory.events"
-        elif "memory" in controllers.split(","):
-            base, name = "/sys/fs/cgroup/memory", "memory.oom_control"
-        else:
-            continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts), -1, -1):
-            file = "/".join([base, *parts[:depth], name])
-            for entry in (read(file) or "").splitlines():
-                key, _, value = entry.partition(" ")
-                if key == "oom_kill" and value.strip().isdecimal():
-                    total += int(value)
-                    first = first or file
+    for file in _up_the_cgroups(root, "memory.events", "memory.oom_control"):
+        for entry in (_read(root, file) or "").splitlines():
+            key, _, value = entry.partition(" ")
+            if key == "oom_kill" and value.strip().isdecimal():
+                total += int(value)
+                first = first or file
     return (total, first) if first else None

@@ -214,8 +214,8 @@ def _totals(session: Session) -> list[str]:
         said = f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
         host = session.cleared_host()
         if host is not None:
-            steps = ", ".join(f"{step} {_signed(n)}" for step, n in zip(REMEDY_STEPS, host))
-            said = f"{plural(programs, 'program')}, {format_size(freed)} on the devices and {_signed(sum(host))} of host memory ({steps})"
+            steps = ", ".join(f"{step} {format_size(n)}" for step, n in zip(REMEDY_STEPS, host))
+            said = f"{plural(programs, 'program')}, {format_size(freed)} on the devices and {format_size(sum(host))} of host memory ({steps})"
         out.append(
             f"  jax.clear_caches(), gc.collect() and malloc_trim(0) ran after {plural(times, 'test')} ({remedy}): "
             f"they freed {said}"
@@ -257,11 +257,6 @@ def _climb(session: Session) -> list[str]:
         f"at that rate it reaches the runner's {format_size(session.host_limit[0])} in about "
         f"{plural(found.tests_left, 'more test')}{remedy}"
     ]
-
-
-def _signed(n: int) -> str:
-    """Freed bytes; a step that freed nothing, or grew the process, says so (RSS is read after each)."""
-    return format_size(n) if n >= 0 else f"-{format_size(-n)}"
 
 
 REMEDY_STEPS = ("clear_caches", "gc", "malloc_trim")  # --tpumem-clear-caches' steps, as the JSON names them
