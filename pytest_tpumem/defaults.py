@@ -16,6 +16,8 @@ SWEEP_ITERATIONS = 1  # --tpumem-leak-check=all: runs judged after the warmup (a
 CONFIRM_RUNS = 2  # a growth to confirm (host-only, or under the sweep) is read over this many more runs at least (or as many as the iterations)
 SWEEP_WARMUP = 1  # --tpumem-leak-check=all: runs before the baseline
 RESIDUE = 10 * 10**6  # the suite ledger names a test that leaves this many bytes of its arrays alive
+HOST_RESIDUE = 100 * 10**6  # the suite ledger names a test that grows the process's host memory this much
+HOST_ARRAY_MIN = 2**20  # numpy arrays a host look finds are this large or more
 COMPARE_FLOOR = 10**6  # a percentage tolerance judges only changes of at least this many bytes
 # --tpumem-leak-check=all: caches kept between runs, as in a plain run (a cache that grows is a leak)
 SWEEP_CLEAR_CACHES = False

@@ -5,6 +5,7 @@ tests, and the flight recorder that survives a killed process (and a crashed pyt
 
 import json
 import re
+import sys
 
 import pytest
 
@@ -171,8 +172,9 @@ def test_closure(i):
         ]
     )
     said = re.search(
-        r"^20 tests compiled programs at test_climb.py:16 in test_closure that jax's caches keep: (\d+) at the end "
-        r"\(jax.clear_caches\(\) frees them\)$",
+        r"^20 tests compiled programs at test_climb.py:16 in test_closure that jax's caches keep: (\d+) at the end, "
+        r"about [\d.]+[kMG]?B of host memory \([\d.]+[kMG]?B a program: the median over \d+ tests that compiled and "
+        r"kept no arrays\) \(jax.clear_caches\(\) frees them\)$",
         result.stdout.str(),
         re.M,
     )
@@ -232,9 +234,11 @@ def test_a_crashed_xdist_worker_is_told_with_its_last_readings(pytester):
     assert crash["worker"] == "gw0" and crash["test"] == "test_killed.py::test_dies"
     assert crash["said"][1].startswith("  after test_killed.py::test_before: cpu:0 20.0MB")
     # what the crashed worker read before it died is not lost: its flight recorder had it; the worker
-    # that replaced it ran the last test, which started no backend (no figures, no line)
-    assert list(ledger["tests"]) == ["test_killed.py::test_before"]
+    # that replaced it ran the last test, which started no backend: its host figures alone
+    assert list(ledger["tests"]) == ["test_killed.py::test_before", "test_killed.py::test_never_runs"]
     assert ledger["tests"]["test_killed.py::test_before"]["residue"] == 20 * MB
+    never = ledger["tests"]["test_killed.py::test_never_runs"]
+    assert never["started"] is False and never["devices"] == {} and never["host"]["rss"] > 0
 
 
 def test_without_a_cache_and_a_path_no_recorder_is_written(pytester):
@@ -718,3 +722,136 @@ def test_under_xdist_the_planted_leak_is_named_once_with_its_worker_and_the_clea
     named = sorted(t for t, line in report["tests"].items() if line["left"] >= report["threshold"])
     assert named == ["test_planted.py::test_leaks_into_module_list"]
     assert ledger.count("'s picture (memory and programs after each test): ") == 2
+
+
+HOST_PLANT = """
+KEEP = []
+JKEEP = []
+
+
+def remember(x):
+    KEEP.append(x)
+"""
+
+HOST_SUITE = """
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import plant
+
+
+def test_starts_jax():
+    assert float(jnp.ones(3).sum()) == 3.0
+
+
+def test_keeps_numpy_in_a_helper_module():
+    for _ in range(3):
+        plant.remember(np.ones(5_000_000))  # 40 MB each, kept by the helper's list
+
+
+def test_clean_twin_makes_as_much_and_drops_it():
+    arrays = [np.ones(5_000_000) for _ in range(3)]
+    assert sum(float(a[0]) for a in arrays) == 3.0
+
+
+@pytest.fixture(scope="module")
+def table():
+    return np.ones(15_000_000)  # 120 MB: the fixture's, not the test's
+
+
+def test_uses_the_fixture(table):
+    assert table.shape == (15_000_000,)
+
+
+def test_keeps_jax_arrays_in_a_helper_module():
+    plant.JKEEP.append(jnp.ones((4_000_000,)))  # 16 MB on the CPU device
+"""
+
+
+def test_a_test_that_grew_host_memory_is_named_with_its_arrays_and_what_keeps_them(pytester):
+    """Planted: numpy arrays kept by a helper module's list (the test's module and fixtures hold
+    none of them), and jax arrays kept the same way; its clean twin makes as much and drops it, a
+    module fixture's arrays are the fixture's; the backend's start is told apart."""
+    pytester.makepyfile(plant=HOST_PLANT, test_host=HOST_SUITE)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=60MB", f"--tpumem-json={report}"
+    )
+    result.assert_outcomes(passed=5)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "  jax's backend started in test 1 of 5: host memory +* in it (the runtime, its compiler and plugins "
+            "load once a process; no test is named for it)",
+            "1 test grew the process's host memory (RSS, after it less before it) by 60.0MB or more "
+            "(--tpumem-host-residue):",
+            "  +1*MB  test_host.py::test_keeps_numpy_in_a_helper_module",
+            "      numpy arrays alive (new since the first test started: the tests before it may have made some): "
+            "120.0MB (3 arrays, e.g. f64[5000000]), kept by global KEEP of plant at [0] and 2 more",
+        ]
+    )
+    assert re.search(r"^  \+1[12]\d\.\dMB  test_host.py::test_keeps_numpy_in_a_helper_module$", text, re.M), text
+    # the jax arrays a helper module keeps are named with their keeper too
+    result.stdout.fnmatch_lines(["  16.0MB  test_host.py::test_keeps_jax_arrays_in_a_helper_module", "      made at *"])
+    assert "      kept by global JKEEP of plant at [0]: 16.0MB" in text
+    for clean in ("test_clean_twin_makes_as_much_and_drops_it", "test_uses_the_fixture", "test_starts_jax"):
+        assert f"MB  test_host.py::{clean}" not in text
+    tests = json.loads(report.read_text())["ledger"]["tests"]
+    named = tests["test_host.py::test_keeps_numpy_in_a_helper_module"]["host"]
+    assert named["numpy"] == [
+        {
+            "bytes": 120 * MB,
+            "arrays": 3,
+            "shape": "f64[5000000]",
+            "kept_by": "global KEEP of plant at [0] and 2 more",
+            "site": None,
+        }
+    ]
+    assert named["grew"] >= 120 * MB and named["since"] == "(before the first test)"
+    fixture_user = tests["test_host.py::test_uses_the_fixture"]["host"]
+    assert fixture_user["fixtures_grew"] >= 120 * MB and fixture_user["grew"] < 60 * MB
+    assert tests["test_host.py::test_starts_jax"]["host"]["backend_started"] is True
+    assert tests["test_host.py::test_keeps_jax_arrays_in_a_helper_module"]["host"]["jax_arrays"] == 16 * MB
+
+
+def test_under_tracemalloc_a_named_tests_numpy_arrays_have_their_line(pytester):
+    pytester.makepyfile(plant=HOST_PLANT, test_host=HOST_SUITE)
+    args = ("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=60MB", "-k", "numpy or jax")
+    result = pytester.run(sys.executable, "-X", "tracemalloc=4", "-m", "pytest", *args)  # frames down to the test
+    source = (pytester.path / "test_host.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "plant.remember(" in text)
+    result.stdout.fnmatch_lines(
+        [
+            f"      numpy arrays alive (new since *): 120.0MB (3 arrays, e.g. f64[[]5000000]), made at test_host.py:{line}, "
+            "kept by global KEEP of plant at [[]0] and 2 more"
+        ]
+    )
+
+
+def test_a_zero_host_residue_names_none_and_says_nothing(pytester):
+    pytester.makepyfile(plant=HOST_PLANT, test_host=HOST_SUITE)
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=0"
+    )
+    result.assert_outcomes(passed=5)
+    assert "--tpumem-host-residue" not in result.stdout.str()
+
+
+def test_under_xdist_the_test_that_grew_host_memory_is_named_once_with_its_worker(pytester):
+    pytester.makepyfile(plant=HOST_PLANT, test_host=HOST_SUITE)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "-n", "2", "--tpumem-host-residue=60MB", f"--tpumem-json={report}"
+    )
+    result.assert_outcomes(passed=5)
+    text = result.stdout.str()
+    named = re.findall(r"^  \+[\d.]+MB  (test_host.py::\S+) \[(gw\d)\]$", text, re.M)
+    assert [test for test, _ in named] == ["test_host.py::test_keeps_numpy_in_a_helper_module"], text
+    assert "kept by global KEEP of plant at [0] and 2 more" in text
+    assert re.search(
+        r"^  the workers together: at most [\d.]+[MG]B \(each worker's most after a test, added\)", text, re.M
+    )
+    tests = json.loads(report.read_text())["ledger"]["tests"]
+    assert tests["test_host.py::test_keeps_numpy_in_a_helper_module"]["worker"] == named[0][1]
+    assert len(tests) == 5  # every test, those read before their worker's backend started too

@@ -83,6 +83,8 @@ _LINE: dict[str, str] = {
     "traceback": _INT,
     "collected": _INT,
     "worker": _TEXT,
+    "started": _BOOL,
+    "host": _OBJECT,
 }
 _LINE_NUMBERS = {  # every _INT key of _LINE
     "index": False,
@@ -99,6 +101,7 @@ _LINE_PARTS: dict[str, dict[str, str]] = {  # a list of objects: each key's kind
     "held": {"by": _TEXT, "path": _TEXT, "bytes": _INT},
 }
 _CLEARED = {"programs": False, "bytes": True}
+_HOST = {"rss": False, "grew": True, "kept_free": True, "jax_arrays": False, "fixtures_grew": True}  # host's numbers
 
 
 def _kind_ok(value: Any, kind: str) -> bool:
@@ -149,10 +152,11 @@ def _check_line(line: dict[str, Any], what: str, bad: Any) -> None:
                 if value is not None and not (_whole(value) if kind == _INT else _kind_ok(value, kind)):
                     wanted = _not_whole(value, False) if kind == _INT else f"is {shown_value(value)}, not {kind}"
                     raise bad(f'{what}: "{key}"[{i}] "{name}" {wanted}')
-    for name, signed in _CLEARED.items():
-        value = (line.get("cleared") or {}).get(name)
-        if value is not None and not _whole(value, signed):
-            raise bad(f'{what}: "cleared" "{name}" {_not_whole(value, signed)}')
+    for part, numbers in (("cleared", _CLEARED), ("host", _HOST)):
+        for name, signed in numbers.items():
+            value = (line.get(part) or {}).get(name)
+            if value is not None and not _whole(value, signed):
+                raise bad(f'{what}: "{part}" "{name}" {_not_whole(value, signed)}')
 
 
 def _past_any_figure(v: Any) -> bool:
@@ -404,13 +408,27 @@ class LedgerTests:
     threshold: int = 0
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # test id -> {"residue": bytes, "outcome": ...}
     crashed: tuple[dict[str, Any], ...] = ()  # {"worker": "gw0", "test": id, "said": [lines]}
+    host_threshold: int = 0  # --tpumem-host-residue: a test that grew host memory this much is named
 
     def residue(self, nodeid: str) -> int | None:
         line = self.tests.get(nodeid)
         return line.get("residue") if line is not None else None
 
+    def host_grew(self, nodeid: str) -> int | None:
+        """What ``nodeid`` grew the process's host memory by (less its wider-scope fixtures'); None
+        where not read, or where jax's backend started in it (the runtime's own, once a process)."""
+        host = (self.tests.get(nodeid) or {}).get("host")
+        if not isinstance(host, dict) or host.get("backend_started") is True:
+            return None
+        grew = host.get("grew")
+        return grew if isinstance(grew, int) and not isinstance(grew, bool) else None
+
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"threshold": self.threshold, "tests": dict(sorted(self.tests.items()))}
+        out: dict[str, Any] = {
+            "threshold": self.threshold,
+            "host_threshold": self.host_threshold,
+            "tests": dict(sorted(self.tests.items())),
+        }
         if self.crashed:
             out["crashed"] = list(self.crashed)
         return out
@@ -423,8 +441,10 @@ class LedgerTests:
         if not isinstance(obj, dict):
             raise bad("is not an object")
         threshold = obj.get("threshold", 0)
-        if not _kind_ok(threshold, _INT) or not _bytes_ok(threshold):
-            raise bad(f'"threshold" is {shown_value(threshold)}, not bytes as a whole number from 0 to 2^63-1')
+        host_threshold = obj.get("host_threshold", 0)
+        for key, value in (("threshold", threshold), ("host_threshold", host_threshold)):
+            if not _kind_ok(value, _INT) or not _bytes_ok(value):
+                raise bad(f'"{key}" is {shown_value(value)}, not bytes as a whole number from 0 to 2^63-1')
         tests = obj.get("tests", {})
         if not isinstance(tests, dict):
             raise bad('"tests" is not an object')
@@ -444,7 +464,7 @@ class LedgerTests:
                     raise bad(f'"crashed"[{i}] "{key}" is {shown_value(crash[key])}, not {kind}')
             if not all(isinstance(said, str) for said in crash.get("said") or []):
                 raise bad(f'"crashed"[{i}] "said" is not a list of text')
-        return cls(threshold, {k: dict(v) for k, v in tests.items()}, tuple(crashed))
+        return cls(threshold, {k: dict(v) for k, v in tests.items()}, tuple(crashed), host_threshold)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..measuring.ledger import RAISED, Explanation, Holder
-
-BEFORE_TESTS = "(before the first test)"  # the owner of what was alive when the first test began
+from ..measuring.ledger import RAISED, Explanation, Holder, HostExplanation
 
 
 def fixture_owner(scope: str, name: str, baseid: str) -> str:
@@ -41,6 +39,13 @@ class Line:
     cleared_host: tuple[int, int, int] | None = None
     peaks: dict[str, int] = field(default_factory=dict)  # where it raised the runtime's high-water mark: its peak
     outside: int = 0  # growth of device memory no live array holds (programs, the runtime's own); 0 on CPU
+    # host memory (RSS) after it less before it (after the test before, or the remedy), less what fixtures_grew
+    grew: int | None = None
+    fixtures_grew: int = 0  # host memory the wider-scope fixtures it set up grew while set up: theirs
+    kept_free: int | None = None  # the change in what the C allocator holds freed (glibc), where it says
+    host_arrays: int = 0  # of its residue, the bytes on CPU devices: host memory
+    host: HostExplanation | None = None  # why it grew host memory, for a test named for it
+    backend_started: bool = False  # jax's backend started in it: its host growth is the runtime's own, once a process
 
     @property
     def left(self) -> int:
@@ -135,6 +140,37 @@ def named(line: Line, threshold: int) -> bool:
     return over(line.left, threshold)
 
 
+def host_named(line: Line, threshold: int) -> bool:
+    """Whether the summary names the test for the host memory it grew (--tpumem-host-residue); not
+    the test in which jax's backend started (the runtime and its compiler load once a process:
+    told with the session's host memory instead)."""
+    return line.grew is not None and not line.backend_started and over(line.grew, threshold)
+
+
+PROGRAM_COST_TESTS = 3  # the tests a measured host cost of a program takes at least
+
+
+def program_cost(lines: tuple[Line, ...] | list[Line], threshold: int) -> tuple[int, int] | None:
+    """What a program jax compiled cost the process's host memory in this run, measured: the median
+    over the tests that compiled programs and left neither arrays at the residue threshold nor
+    numpy arrays a look found, of their host growth (less their jax arrays on CPU devices) a program; and how many tests it is taken
+    over. None where fewer than PROGRAM_COST_TESTS such tests ran (the runtime does not say)."""
+    each = sorted(
+        (line.grew - line.host_arrays) / line.compiled
+        for line in lines
+        if line.compiled > 0
+        and line.grew is not None
+        and not line.backend_started
+        and not over(line.left, threshold)
+        and not (line.host is not None and line.host.numpy)
+    )
+    if len(each) < PROGRAM_COST_TESTS:
+        return None
+    middle = len(each) // 2
+    median = each[middle] if len(each) % 2 else (each[middle - 1] + each[middle]) / 2
+    return max(0, int(median)), len(each)
+
+
 def line_of(
     test: str,
     index: int,
@@ -145,6 +181,7 @@ def line_of(
     ended: tuple[tuple[str, int], ...] = (),
     explanation: Explanation | None = None,
     compiled: dict[Any, int] | None = None,
+    host: HostExplanation | None = None,
 ) -> Line:
     """The line of ``test`` from the reading after it (readings.between.Between) and the one before;
     ``compiled``: the programs first seen at its readings, by line (else the reading's)."""
@@ -172,7 +209,16 @@ def line_of(
         explanation=explanation,
         peaks=peaks,
         outside=reading.outside - (last.outside if last is not None and last.started else 0) if reading.started else 0,
+        grew=_change(reading.rss, last.rss if last is not None else None),
+        kept_free=_change(reading.kept_free, last.kept_free if last is not None else None),
+        host_arrays=sum(n for label, n in reading.owned_on.get(test, {}).items() if label.split(":")[0] == "cpu"),
+        host=host,
+        backend_started=reading.started and not (last is not None and last.started),
     )
+
+
+def _change(now: int | None, before: int | None) -> int | None:
+    return now - before if now is not None and before is not None else None
 
 
 @dataclass(frozen=True)
@@ -200,6 +246,19 @@ class Session:
     after_gc: dict[str, int] = field(default_factory=dict)  # owner -> bytes alive at the end after gc.collect()
     remedy: str = ""  # --tpumem-clear-caches as set ("host:60%"), "" where off
     host_limit: tuple[int, str] | None = None  # the process's share of the runner's memory limit, where read from
+    host_threshold: int = 0  # --tpumem-host-residue: a test that grew host memory this much is named
+
+    def host_worst(self, top: int) -> list[Line]:
+        """The tests named for the host memory they grew, the most first (run order among equals)."""
+        lines = [line for line in self.lines if host_named(line, self.host_threshold)]
+        return sorted(lines, key=lambda line: -(line.grew or 0))[: max(top, 0)]
+
+    def host_named_count(self) -> int:
+        return sum(1 for line in self.lines if host_named(line, self.host_threshold))
+
+    def backend_start(self) -> Line | None:
+        """The test in which jax's backend started, where one did and its host growth was read."""
+        return next((line for line in self.lines if line.backend_started and line.grew is not None), None)
 
     def worst(self, top: int) -> list[Line]:
         """The named lines, the most left behind first (run order among equals)."""
@@ -310,6 +369,7 @@ def account(
     programs_by_test: dict[Any, set[str]],
     held_programs: dict[Any, int],
     threshold: int,
+    host_threshold: int = 0,
 ) -> Account:
     """One account of the workers' sessions: their lines in one session, each worker's in the order
     it ran them (workers by id); the patterns decided over the ingredients of every worker
@@ -342,6 +402,7 @@ def account(
         fixtures_ended=tuple(ended),
         fixture_holds=tuple(holds),
         after_gc=after_gc,
+        host_threshold=host_threshold,
     )
     return Account(dict(workers), dict(counts), dict(crashed), merged, worker_of)
 

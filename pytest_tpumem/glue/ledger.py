@@ -7,13 +7,15 @@ adds the test it died in and that worker's last readings, from its flight record
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from ..decisions.ledger import BEFORE_TESTS, Line, Session, clear_now, fixture_owner, line_of, over
+from ..decisions.ledger import Line, Session, clear_now, fixture_owner, host_named, line_of, over
+from ..measuring.ledger import BEFORE_TESTS
 from .options import Settings
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
@@ -134,6 +136,12 @@ class Ledger:
         self.config = config
         self.settings = settings
         self.threshold = settings.residue
+        self.host_threshold = settings.host_residue
+        from .. import defaults
+        from ..measuring.ledger import NumpyLooks
+
+        # the numpy arrays seen alive at the last look (a test named for host memory is explained with the new ones)
+        self.looks = NumpyLooks(defaults.HOST_ARRAY_MIN) if self.host_threshold else None
         self.reader = BetweenTests(self._devices)
         self.first: Any = None  # the reading before the first test
         self.last: Any = None  # the last reading
@@ -141,6 +149,7 @@ class Ledger:
         self.current: str | None = None  # the test running now
         self.outcome = ""
         self.set_up: list[str] = []  # wider-scope fixtures the running test set up
+        self.fixtures_grew = 0  # host memory the wider-scope fixtures it set up grew while set up
         self.ended: list[str] = []  # wider-scope fixtures whose scope ended in the running test
         self.active: dict[str, Any] = {}  # wider-scope fixtures alive: owner -> FixtureDef
         self.fixture_bytes: dict[str, int] = {}  # owner -> bytes of arrays it made, alive after its setup
@@ -159,7 +168,9 @@ class Ledger:
         self.worker_tests: dict[str, dict[str, Any]] = {}  # pytest-xdist controller: the workers' tests
         self._ingredients: tuple[Any, ...] = ([], {}, {})  # the patterns': made at the end, compiled, held
         self._limits: dict[str, int] | None = None  # each device's bytes_limit, read once where needed
-        self.host_share = _host_share()  # this process's share of the runner's memory limit, where read from
+        self.host_share = _host_share(
+            bool(worker_id(config))
+        )  # this process's share of the runner's memory limit, where read from
         from ..readings.host import oom_kills
 
         # the kernel's OOM kills in this cgroup so far: a crashed worker is told by those after them
@@ -211,9 +222,12 @@ class Ledger:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
         if self.last is None:
             self._open_recorder()
-            self.first = self.last = self.reader.read(BEFORE_TESTS)
+            self.first = self.last = self.reader.read(BEFORE_TESTS, malloc=True)
+            if self.looks is not None:
+                self.looks.start()
         self.current, self.outcome, self._benchmark = item.nodeid, "", None
         self.set_up, self.ended, self._compiled_now = [], [], {}
+        self.fixtures_grew = 0
         from ..readings.host import host_rss
 
         self._record({"start": item.nodeid, "rss": host_rss()})  # a killed test's trail ends inside it
@@ -243,9 +257,9 @@ class Ledger:
         elif report.when == "call" and not self.outcome:
             self.outcome = "passed"
 
-    def _take(self, owner: str) -> Any:
+    def _take(self, owner: str, malloc: bool = False) -> Any:
         """A reading for ``owner``; the programs first seen in it are the running test's."""
-        reading = self.reader.read(owner)
+        reading = self.reader.read(owner, malloc)
         if owner == self.current:
             for site, n in reading.compiled.items():
                 self._compiled_now[site] = self._compiled_now.get(site, 0) + n
@@ -260,7 +274,7 @@ class Ledger:
         """A fixture of a wider scope: what it makes while set up is its own, not the test's."""
         if fixturedef.scope == "function" or self.current is None:
             return (yield)
-        self._take(self.current)  # what the test made so far is the test's
+        before = self._take(self.current)  # what the test made so far is the test's
         owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
         try:
             result = yield
@@ -268,6 +282,8 @@ class Ledger:
             self._take(owner)  # what it made before it raised is its own, not the test's
             raise
         reading = self._take(owner)
+        if reading.rss is not None and before.rss is not None:  # its host growth is its own too
+            self.fixtures_grew += reading.rss - before.rss
         self.active[owner] = fixturedef
         self.set_up.append(owner)
         held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
@@ -288,7 +304,7 @@ class Ledger:
         """After the test's protocol (its teardown done, its fixtures' values dropped): its line."""
         test = item.nodeid
         last = self.last
-        reading = self._take(test)
+        reading = self._take(test, malloc=True)
         compiled = dict(self._compiled_now)
         explanation = None
         if reading.started and over(reading.owned.get(test, 0), self.threshold):
@@ -303,6 +319,14 @@ class Ledger:
         self.fixtures_ended.update(ended)
         fixtures = tuple((owner, self.fixture_bytes.get(owner, 0)) for owner in self.set_up)
         line = line_of(test, len(self.lines) + 1, self.outcome, reading, last, fixtures, ended, explanation, compiled)
+        if line.grew is not None and self.fixtures_grew:
+            line = dataclasses.replace(line, grew=line.grew - self.fixtures_grew, fixtures_grew=self.fixtures_grew)
+        if self.looks is not None and host_named(line, self.host_threshold):
+            from ..readings.keepers import Walk
+
+            previous = self.lines[-1].test if self.lines else ""
+            host = self.looks.look(test, previous, Walk(), compiled)
+            line = dataclasses.replace(line, host=host)
         module_ends = nextitem is None or nextitem.path != item.path
         if reading.started and clear_now(
             self.settings.clear_caches,
@@ -317,7 +341,10 @@ class Ledger:
         self.lines.append(line)
         self.last = reading
         if self._benchmark is not None:
-            self._benchmark.extra_info.setdefault("tpumem", {})["residue"] = line.residue
+            extra = self._benchmark.extra_info.setdefault("tpumem", {})
+            extra["residue"] = line.residue
+            if line.grew is not None:
+                extra["host_grew"] = line.grew
             self._benchmark = None
         from ..telling.ledger import line_record
 
@@ -333,7 +360,6 @@ class Ledger:
         """--tpumem-clear-caches: jax.clear_caches(), gc.collect() and malloc_trim(0) now, and what
         each freed (the programs jax held, the devices' bytes, host memory); the reading after them
         is the next test's start."""
-        import dataclasses
         import gc
 
         import jax
@@ -344,7 +370,7 @@ class Ledger:
         for step in (jax.clear_caches, gc.collect, trim_host):
             step()
             rss.append(host_rss())
-        after = self._take(test)
+        after = self._take(test, malloc=True)
         programs = (before.executables or 0) - (after.executables or 0)
         freed = sum(before.devices.values()) - sum(after.devices.values())
         host = None
@@ -388,12 +414,15 @@ class Ledger:
 
     def report_tests(self) -> dict[str, dict[str, Any]]:
         """Each test's figures for the JSON report (the flight recorder has the whole line); a test
-        read before any backend started has none (no array can exist without one)."""
+        read before any backend started has its host figures alone (no array can exist without one),
+        and none where host memory could not be read either."""
         from ..telling.ledger import report_record
 
         worker = worker_id(self.config)
         extra = {"worker": worker} if worker else {}
-        return {line.test: {**report_record(line), **extra} for line in self.lines if line.started}
+        return {
+            line.test: {**report_record(line), **extra} for line in self.lines if line.started or line.rss is not None
+        }
 
     def _draw(self) -> None:
         """The session's picture, written whole (telling.files.write_atomic) or said not written."""
@@ -410,7 +439,9 @@ class Ledger:
         stand_in = bool(self.last is not None and self.last.stand_in)
         try:
             records = [{"test": test, **record} for test, record in self.report_tests().items()]
-            picture = session_picture(records, len(self.lines), self.threshold, title, stand_in)
+            picture = session_picture(
+                records, len(self.lines), self.threshold, title, stand_in, self.host_share, self.host_threshold
+            )
             write_atomic(path, picture.encode())
         except OSError as e:
             from ..telling.ledger import picture_not_written
@@ -446,13 +477,15 @@ class Ledger:
             collected,
             "" if self.settings.clear_caches == "off" else str(self.settings.clear_caches),
             self.host_share,
+            self.host_threshold,
         )
 
     def report_part(self) -> Any:
         """The JSON report's "ledger": every test this process (or its pytest-xdist workers) read."""
         from ..decisions.entry import LedgerTests
 
-        return LedgerTests(self.threshold, {**self.worker_tests, **self.report_tests()}, tuple(self.crashed))
+        tests = {**self.worker_tests, **self.report_tests()}
+        return LedgerTests(self.threshold, tests, tuple(self.crashed), self.host_threshold)
 
     def summary_lines(self) -> list[str]:
         from ..telling.ledger import picture_written, session_lines
@@ -467,9 +500,11 @@ class Ledger:
     def account_lines(self, account: Any) -> list[str]:
         """The account over every worker, each worker's picture, and what could not be written."""
         from ..decisions.ledger import worker_order
+        from ..readings.host import runner_limit
         from ..telling.ledger import account_lines, picture_written
 
-        lines = account_lines(account, self.settings.top, {c["worker"]: c["said"] for c in self.crashed})
+        crashes = {c["worker"]: c["said"] for c in self.crashed}
+        lines = account_lines(account, self.settings.top, crashes, runner_limit())
         workers = sorted(self.worker_said, key=worker_order)
         lines += [picture_written(p, w) for w in workers if (p := self.worker_said[w].get("picture"))]
         errors = [str(e) for w in workers for e in self.worker_said[w].get("errors") or ()]
@@ -526,7 +561,7 @@ class Ledger:
             return None
         from ..telling.ledger import account_of
 
-        return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold)
+        return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold, self.host_threshold)
 
     @pytest.hookimpl(trylast=True)  # after the measured tests' summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -551,17 +586,18 @@ def _value(fixturedef: Any) -> Any:
     return cached[0]
 
 
-def _host_share() -> tuple[int, str] | None:
+def _host_share(worker: bool) -> tuple[int, str] | None:
     """This process's share of the runner's memory limit (the kernel counts a cgroup's processes
-    together: each pytest-xdist worker gets its share), and where the limit was read; None where
-    no limit can be read. A few small files, read once."""
+    together: each pytest-xdist worker gets its share; ``worker``: this process is one, not a
+    pytest run started from one, which inherits its environment), and where the limit was read;
+    None where no limit can be read. A few small files, read once."""
     from ..readings.host import runner_limit
 
     found = runner_limit()
     if found is None:
         return None
     limit, source = found
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "") if worker else ""
     if workers.isdecimal() and int(workers) > 1:
         return limit // int(workers), f"{source}, shared by {workers} pytest-xdist workers"
     return limit, source

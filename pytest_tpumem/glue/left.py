@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from ..decisions.ledger import BEFORE_TESTS, fixture_owner
+from ..decisions.ledger import fixture_owner
 from ..decisions.peak import LeftBehind
+from ..measuring.ledger import BEFORE_TESTS
 from .active import NAMES
 
 SHOWN = 5  # the owners a test's report names (the largest); the figures count them all

@@ -315,8 +315,8 @@ OPTIONS = (
     Option(
         "tpumem_compare_fail",
         "fail a test whose figure regressed beyond this tolerance against --tpumem-compare: peak:10%, peak:50MB, "
-        "growth:10MB (repeat it, or comma-separate; any one exceeded fails); residue:10MB, the suite ledger's, "
-        "fails the run",
+        "growth:10MB (repeat it, or comma-separate; any one exceeded fails); residue:10MB and host_residue:50MB, "
+        "the suite ledger's, fail the run",
         to_tolerances,
     ),
     Option(
@@ -330,6 +330,13 @@ OPTIONS = (
         "tpumem_residue",
         "the suite ledger names each test that leaves this much of the arrays it made alive after its teardown, "
         f"with what made and keeps them (default {format_size(defaults.RESIDUE)}; 0 names none)",
+        to_size_or_none,
+    ),
+    Option(
+        "tpumem_host_residue",
+        "the suite ledger names each test after which the process's host memory (RSS) grew this much, with "
+        "the numpy arrays it left and what keeps them, the programs it compiled, or what the C allocator kept "
+        f"(default {format_size(defaults.HOST_RESIDUE)}; 0 names none)",
         to_size_or_none,
     ),
     Option(
@@ -381,6 +388,7 @@ DEFAULTS: dict[str, str] = {
     "tpumem_compare_fail": "none",
     "tpumem_gpus": "none",
     "tpumem_residue": format_size(defaults.RESIDUE),
+    "tpumem_host_residue": format_size(defaults.HOST_RESIDUE),
     "tpumem_clear_caches": CLEAR_CACHES[0],
     "tpumem_ledger": ".pytest_cache/d/tpumem/ledger.jsonl",
     "tpumem_tpu_chips": "none",
@@ -412,6 +420,7 @@ class Settings(NamedTuple):
     tpu_chips: int | str | None = None  # "auto", or the host's chip count
     gpus: int | str | None = None  # "auto", or the host's GPU count
     residue: int = defaults.RESIDUE  # the suite ledger names a test that leaves this much behind
+    host_residue: int = defaults.HOST_RESIDUE  # the suite ledger names a test that grows host memory this much
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
     clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, or a number of programs held
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
@@ -495,6 +504,7 @@ def resolve(
         tpu_chips=values.get("tpumem_tpu_chips"),
         gpus=values.get("tpumem_gpus"),
         residue=values.get("tpumem_residue", defaults.RESIDUE),
+        host_residue=values.get("tpumem_host_residue", defaults.HOST_RESIDUE),
         ledger_path=values.get("tpumem_ledger"),
         clear_caches=values.get("tpumem_clear_caches", CLEAR_CACHES[0]),
         given=frozenset(values),

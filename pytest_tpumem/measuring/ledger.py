@@ -46,6 +46,7 @@ class Explanation:
     programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
 
 
+BEFORE_TESTS = "(before the first test)"  # the owner of what was alive when the first test began
 RAISED = ("failed", "xfailed")  # outcomes whose call raised: pytest keeps the traceback (sys.last_traceback)
 
 
@@ -150,20 +151,37 @@ def _kept(value: Any, wanted: set[Any]) -> list[tuple[str, Any]]:
     return found
 
 
-def holders(values: dict[str, Any], arrays: list[Any]) -> tuple[Holder, ...]:
+def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tuple[Holder, ...]:
     """Which of ``values`` (a holder's name -> its value) keep which of ``arrays``, by pytree path:
-    one Holder a holder, its first path, the bytes of the arrays it keeps; largest first."""
+    one Holder a holder, its first path, the bytes of the arrays it keeps; largest first. The arrays
+    none of them keeps are looked for up their referrers (``walk``: readings.keepers.Walk, under its
+    deadline) to a module's global, a class's attribute, a closure, a cache, wherever it is."""
     from ..readings.arrays import describe
 
     wanted = {_key(a) for a in arrays}
     out = []
+    kept: set[Any] = set()
     for name, value in values.items():
         found = _kept(value, wanted)
         if not found:
             continue
+        kept.update(_key(a) for _, a in found)
         nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
         path = found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
         out.append(Holder(name, path, nbytes))
+    if walk is not None:
+        rest = [a for a in arrays if _key(a) not in kept]
+        by_keeper: dict[str, list[Any]] = {}
+        for a in sorted(rest, key=lambda a: -getattr(a, "nbytes", 0)):
+            if walk.out_of_time():
+                break
+            keeper = walk.keeper(a)
+            if keeper is not None:
+                by_keeper.setdefault(keeper.name, []).append((keeper.path, a))
+        for name, found in by_keeper.items():
+            nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
+            path = found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
+            out.append(Holder(name, path, nbytes))
     return tuple(sorted(out, key=lambda h: (-h.nbytes, h.holder)))
 
 
@@ -181,7 +199,7 @@ def explain(
     ``compiled``: the programs it compiled that jax holds, by line."""
     residue = reading.owned.get(test, 0)
     gc.collect()
-    again = reader.read(test)
+    again = reader.read(test, malloc=True)
     collected = max(0, residue - again.owned.get(test, 0))
     arrays = _unique(reader.arrays_of(test))
     from ..readings.arrays import describe
@@ -190,9 +208,11 @@ def explain(
     if outcome in RAISED:
         ids = traceback_arrays(_last_exception())
         held_by_tb = sum(info.nbytes for a in arrays if _key(a) in ids and (info := describe(a)) is not None)
+    from ..readings.keepers import Walk
+
     explanation = Explanation(
         made=made_by_line(arrays),
-        held=holders(values, arrays),
+        held=holders(values, arrays, Walk()),
         traceback=held_by_tb,
         collected=collected,
         programs=tuple(sorted(compiled.items(), key=lambda kv: (-kv[1], str(kv[0])))),
@@ -220,3 +240,119 @@ def made_at_end(reader: BetweenTests, owners: Iterable[str]) -> list[tuple[Any, 
             if info is not None:
                 out.append((info.site, owner, info.nbytes))
     return out
+
+
+@dataclass(frozen=True)
+class HostArrays:
+    """Numpy arrays alive that one keeper holds (those a look had not seen before)."""
+
+    keeper: str  # "global _KEPT of plant at [0] and 5 more"; "" where the walk found none in time
+    nbytes: int  # their memory (a view's, its base array's), each once
+    count: int
+    shape: str  # the largest's, "f64[6250000]"
+    site: Any = None  # where tracemalloc traces: the user's line that made the largest (readings.frames.Frame)
+
+
+@dataclass(frozen=True)
+class HostExplanation:
+    """Why a test grew the process's host memory; read only for a test the ledger names for it."""
+
+    numpy: tuple[HostArrays, ...] = ()  # numpy arrays alive now that no look before saw, by keeper, largest first
+    since: str = ""  # where the look before was not just before the test: the test after which it was taken
+    cut: bool = False  # the walk ran out of time: there may be more than it found
+    programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
+
+
+class NumpyLooks:
+    """The numpy arrays of ``min_bytes`` or more seen alive at the last look (by weak reference:
+    a look keeps none alive). A look is taken when the first test starts and after each test the
+    ledger names for host memory; what a look finds that no look before saw is what the test, and
+    the tests since the last look, made and left alive. numpy keeps no record of where an array
+    was made: the line is told where tracemalloc traces."""
+
+    def __init__(self, min_bytes: int):
+        self.min_bytes = min_bytes
+        self.seen: dict[int, Any] = {}  # id of an array owning its memory -> a weak reference to it
+        self.since = ""
+        self.cost = 0.0  # seconds the looks took, over the run
+
+    def _remember(self, found: list[tuple[Any, Any, Any]]) -> None:
+        import weakref
+
+        for array, _, _ in found:
+            root = array
+            while getattr(root, "base", None) is not None:
+                root = root.base
+            key = id(root)
+            if key not in self.seen:
+                try:
+                    self.seen[key] = weakref.ref(root, self._forget(key))
+                except TypeError:  # an array type without weak references
+                    continue
+
+    def _forget(self, key: int) -> Any:
+        def forget(_: Any) -> None:
+            self.seen.pop(key, None)
+
+        return forget
+
+    def start(self) -> None:
+        """The look before the first test."""
+        import time
+
+        from ..readings.keepers import Walk
+
+        began = time.perf_counter()
+        self._remember(Walk().numpy_arrays(self.min_bytes))
+        self.cost += time.perf_counter() - began
+
+    def look(self, test: str, previous: str, walk: Any, programs: dict[Any, int]) -> HostExplanation:
+        """The numpy arrays alive now that no look before saw, by what keeps them; the look is then
+        ``test``'s. ``previous``: the test before it ("" for the first); ``programs``: what it
+        compiled that jax holds, by line."""
+        import time
+
+        from ..readings.arrays import shape_text
+        from ..readings.host import allocated_at
+
+        began = time.perf_counter()
+        found = walk.numpy_arrays(self.min_bytes)
+        new = []
+        for array, holder, steps in found:
+            root = array
+            while getattr(root, "base", None) is not None:
+                root = root.base
+            if id(root) not in self.seen:
+                new.append((root.nbytes, array, holder, steps))
+        by_keeper: dict[str, list[tuple[int, Any, str]]] = {}
+        for nbytes, array, holder, steps in sorted(new, key=lambda n: -n[0]):
+            keeper = None if walk.out_of_time() else walk.keeper(holder, steps)
+            name, path = (keeper.name, keeper.path) if keeper is not None else ("", "")
+            by_keeper.setdefault(name, []).append((nbytes, array, path))
+        out = []
+        for name, arrays in by_keeper.items():
+            arrays.sort(key=lambda a: (-a[0], len(a[2]), a[2]))  # the largest, then its first path: "[0]" before "[5]"
+            nbytes, largest, path = arrays[0]
+            where = name and name + (f" at {path}" if path else "") + (
+                f" and {len(arrays) - 1} more" if len(arrays) > 1 else ""
+            )
+            out.append(
+                HostArrays(
+                    where,
+                    sum(n for n, _, _ in arrays),
+                    len(arrays),
+                    shape_text(largest.dtype, largest.shape),
+                    allocated_at(largest),
+                )
+            )
+        since = "" if self.since == previous else (self.since or BEFORE_TESTS)
+        self.since = test
+        self._remember(found)
+        cut = walk.out_of_time()
+        self.cost += time.perf_counter() - began
+        return HostExplanation(
+            tuple(sorted(out, key=lambda h: (-h.nbytes, h.keeper))),
+            since,
+            cut,
+            tuple(sorted(programs.items(), key=lambda kv: (-kv[1], str(kv[0])))),
+        )

@@ -78,6 +78,12 @@ _SHORT_DTYPES = {
 }
 
 
+def shape_text(dtype: Any, shape: Any) -> str:
+    """``f32[4000000]``: a jax or numpy array's type and shape as the reports write them."""
+    name = str(dtype)
+    return f"{_SHORT_DTYPES.get(name, name)}[{','.join(map(str, shape))}]"
+
+
 def describe(array: Any) -> ArrayInfo | None:
     """What a leak report says of ``array``; None where it was deleted meanwhile."""
     try:
@@ -87,8 +93,8 @@ def describe(array: Any) -> ArrayInfo | None:
             nbytes = shard_bytes(array.shape, array.dtype, sharding) * len(devices)
         except Exception:  # extended dtypes (PRNG keys): shard by shard
             nbytes = sum(s.data.nbytes for s in array.addressable_shards)
-        dtype = str(array.dtype)
-        shape = f"{_SHORT_DTYPES.get(dtype, dtype)}[{','.join(map(str, array.shape))}]"
-        return ArrayInfo(nbytes, devices, shape, user_frame(jaxcompat.recorded_traceback(array)))
+        return ArrayInfo(
+            nbytes, devices, shape_text(array.dtype, array.shape), user_frame(jaxcompat.recorded_traceback(array))
+        )
     except Exception:
         return None

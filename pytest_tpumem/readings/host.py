@@ -153,6 +153,22 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
     return [(site, size, count) for site, (size, count) in grown.items()]
 
 
+def allocated_at(obj: Any) -> Any:
+    """The user's line that allocated ``obj`` (readings.frames.Frame), where tracemalloc traces
+    (``python -X tracemalloc=4`` or ``PYTHONTRACEMALLOC=4``: one frame, the default, is numpy's own) and saw it made; else None."""
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        return None
+    from .frames import Frame, is_user_file, short_path
+
+    traceback = tracemalloc.get_object_traceback(obj)
+    for frame in reversed(traceback or ()):  # innermost first
+        if is_user_file(frame.filename):
+            return Frame(short_path(frame.filename), frame.lineno, "")
+    return None
+
+
 # The kernel's v1 "no limit": the largest page-aligned signed 64-bit number (9223372036854771712)
 _V1_UNLIMITED = 1 << 62
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..decisions.ledger import Line, Session
-from ..measuring.ledger import Explanation
+from ..defaults import HOST_ARRAY_MIN
+from ..measuring.ledger import BEFORE_TESTS, Explanation
 from ..units import format_delta, format_size
 from .words import plural
 
@@ -71,6 +72,7 @@ def picture_not_written(path: str, error: BaseException) -> str:
 REPORT_KEYS = (  # report_record's
     "index",
     "outcome",
+    "started",
     "residue",
     "left",
     "compiled",
@@ -85,6 +87,7 @@ REPORT_KEYS = (  # report_record's
     "held",
     "traceback",
     "collected",
+    "host",
 )
 
 
@@ -95,6 +98,7 @@ def report_record(line: Line) -> dict[str, Any]:
     record: dict[str, Any] = {
         "index": line.index,
         "outcome": line.outcome,
+        **({} if line.started else {"started": False}),
         "residue": line.residue,
         "left": line.left,
         "compiled": line.compiled,
@@ -119,6 +123,37 @@ def report_record(line: Line) -> dict[str, Any]:
         record["held"] = [{"by": h.holder, "path": h.path, "bytes": h.nbytes} for h in line.explanation.held]
         record["traceback"] = line.explanation.traceback
         record["collected"] = line.explanation.collected
+    if line.rss is not None:
+        record["host"] = host_record(line)
+    return record
+
+
+def host_record(line: Line) -> dict[str, Any]:
+    """A test's host figures as the JSON report keeps them: RSS after it, what it grew by, the
+    change in what the C allocator keeps freed, its jax arrays on CPU devices; for a test named
+    for host memory, the numpy arrays a look found and what keeps them."""
+    record: dict[str, Any] = {"rss": line.rss, "grew": line.grew, "kept_free": line.kept_free}
+    if line.backend_started:
+        record["backend_started"] = True
+    if line.fixtures_grew:
+        record["fixtures_grew"] = line.fixtures_grew
+    if line.host_arrays:
+        record["jax_arrays"] = line.host_arrays
+    if line.host is not None:
+        record["numpy"] = [
+            {
+                "bytes": a.nbytes,
+                "arrays": a.count,
+                "shape": a.shape,
+                "kept_by": a.keeper or None,
+                "site": _site_text(a.site),
+            }
+            for a in line.host.numpy
+        ]
+        record["since"] = line.host.since or None
+        record["programs"] = [{"site": _site_text(site), "programs": n} for site, n in line.host.programs]
+        if line.host.cut:
+            record["cut"] = True
     return record
 
 
@@ -207,6 +242,13 @@ def _totals(session: Session) -> list[str]:
         out.append(
             f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}{_of_limit(session)}"
         )
+        started = session.backend_start()
+        if started is not None and started.grew is not None:
+            out.append(
+                f"  jax's backend started in test {started.index} of {len(session.lines)}: host memory "
+                f"{format_delta(started.grew)} in it (the runtime, its compiler and plugins load once a process; "
+                "no test is named for it)"
+            )
         out += _climb(session)
     times, programs, freed = session.cleared()
     remedy = f"--tpumem-clear-caches={session.remedy}" if session.remedy else "--tpumem-clear-caches"
@@ -328,15 +370,95 @@ def _residues(
 
 
 def _patterns(session: Session, top: int) -> list[str]:
+    from ..decisions.ledger import program_cost
+
+    cost = program_cost(session.lines, session.threshold)
     out = []
     for p in session.patterns[:top]:
         if p.nbytes:
             out.append(f"{p.tests} tests left arrays made at {_site(p.site)} alive: {format_size(p.nbytes)} at the end")
         else:
+            host = f", about {format_size(p.programs * cost[0])} of host memory ({_cost_text(cost)})" if cost else ""
             out.append(
                 f"{p.tests} tests compiled programs at {_site(p.site)} that jax's caches keep: "
-                f"{p.programs} at the end (jax.clear_caches() frees them)"
+                f"{p.programs} at the end{host} (jax.clear_caches() frees them)"
             )
+    return out
+
+
+def _cost_text(cost: tuple[int, int]) -> str:
+    return (
+        f"{format_size(cost[0])} a program: the median over {plural(cost[1], 'test')} that compiled and kept no arrays"
+    )
+
+
+def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
+    """Why a test named for host memory grew it, a line each (indented by the caller): the numpy
+    arrays a look found and what keeps them, its jax arrays on CPU devices, the programs it
+    compiled, what the C allocator kept; or that nothing alive explains it."""
+    from ..measuring.ledger import HostExplanation
+
+    h = line.host or HostExplanation()
+    out = []
+    since = ""
+    if h.since == BEFORE_TESTS:
+        since = " (new since the first test started: the tests before it may have made some)"
+    elif h.since:
+        since = f" (new since {h.since} ended: the tests between may have made some)"
+    for a in h.numpy[:SHOWN_SITES]:
+        made = f" made at {_site(a.site)}," if a.site is not None else ""
+        keeper = f"kept by {a.keeper}" if a.keeper else "what keeps them was not found in time"
+        out.append(
+            f"numpy arrays alive{since}: {format_size(a.nbytes)} ({plural(a.count, 'array')}, e.g. {a.shape}),{made} {keeper}"
+        )
+    if len(h.numpy) > SHOWN_SITES:
+        rest = h.numpy[SHOWN_SITES:]
+        out.append(
+            f"numpy arrays kept by {plural(len(rest), 'more keeper')}: {format_size(sum(a.nbytes for a in rest))}"
+        )
+    if line.host_arrays:
+        out.append(
+            f"jax arrays it made, alive on the CPU device (host memory on this backend): {format_size(line.host_arrays)}"
+        )
+    if line.compiled:
+        each = f" (about {format_size(line.compiled * cost[0])}: {_cost_text(cost)})" if cost else ""
+        where = ", ".join(f"{n} at {_site(site)}" for site, n in h.programs[:SHOWN_SITES])
+        out.append(f"compiled {plural(line.compiled, 'program')} jax holds{each}" + (f": {where}" if where else ""))
+    if line.kept_free is not None and line.kept_free > 0:
+        out.append(
+            f"the C allocator kept {format_size(line.kept_free)} more freed memory than before it (glibc: freed, "
+            "not given back to the OS; --tpumem-clear-caches' malloc_trim(0) returns it)"
+        )
+    if not h.numpy and not line.host_arrays and not line.compiled:
+        out.append(
+            f"nothing alive that a walk of the heap reaches explains it (numpy arrays of {format_size(HOST_ARRAY_MIN)} "
+            "or more, jax arrays, programs): memory the allocator or a library kept"
+        )
+    if h.cut:
+        out.append("the walk stopped at its time limit: there may be more")
+    return out
+
+
+def _host(session: Session, top: int, where: Callable[[str], str] = _nowhere) -> list[str]:
+    """The tests named for the host memory they grew (--tpumem-host-residue), the most first, and why."""
+    from ..decisions.ledger import program_cost
+
+    least = format_size(session.host_threshold)
+    count = session.host_named_count()
+    if not count:
+        if not session.host_threshold or not any(line.grew is not None for line in session.lines):
+            return []
+        return [f"no test grew the process's host memory by {least} or more (--tpumem-host-residue)"]
+    worst = session.host_worst(top)
+    cost = program_cost(session.lines, session.threshold)
+    out = [
+        f"{plural(count, 'test')} grew the process's host memory (RSS, after it less before it) by {least} or more "
+        f"(--tpumem-host-residue){', the largest ' + str(len(worst)) if len(worst) < count else ''}:"
+    ]
+    for line in worst:
+        outcome = f" ({line.outcome})" if line.outcome and line.outcome != "passed" else ""
+        out.append(f"  {format_delta(line.grew or 0)}  {line.test}{where(line.test)}{outcome}")
+        out += [f"      {x}" for x in host_lines(line, cost)]
     return out
 
 
@@ -365,11 +487,14 @@ def session_lines(session: Session, top: int) -> list[str]:
     the tests that left the most behind and why, patterns across tests, the fixtures' memory."""
     if not _devices(session.last):
         n = len(session.lines)
-        return [f"{plural(n, 'test')} read between; no jax backend was started: nothing on a device to account for"]
+        return [
+            f"{plural(n, 'test')} read between; no jax backend was started: nothing on a device to account for"
+        ] + _host(session, top)
     return (
         _totals(session)
         + _runtime(session, top)
         + _residues(session, top)
+        + _host(session, top)
         + _patterns(session, top)
         + _fixtures(session)
     )
@@ -444,16 +569,23 @@ def _grew_most(records: list[dict[str, Any]], top: int = 3) -> list[str]:
     """The tests after which the worker's host memory had grown most since the reading before
     (the start of the test, else the test before it), as its flight recorder read them."""
     grew: dict[str, int] = {}
+    started: set[str] = set()
     before = None
     for r in records:
         rss = r.get("rss") if isinstance(r.get("rss"), int) else None
-        if "test" in r and rss is not None and before is not None and rss > before:
+        host: dict[str, Any] = r["host"] if isinstance(r.get("host"), dict) else {}
+        if "test" in r and isinstance(host.get("grew"), int):  # less what its wider-scope fixtures grew
+            grew[str(r["test"])] = host["grew"]
+            if host.get("backend_started") is True:
+                started.add(str(r["test"]))
+        elif "test" in r and rss is not None and before is not None and rss > before:
             grew[str(r["test"])] = grew.get(str(r["test"]), 0) + rss - before
         before = rss if rss is not None else before
-    most = sorted(grew.items(), key=lambda kv: -kv[1])[:top]
+    most = [(t, n) for t, n in sorted(grew.items(), key=lambda kv: -kv[1]) if n > 0][:top]
     if not most:
         return []
-    return ["  the tests that grew its host memory most: " + ", ".join(f"{t} +{format_size(n)}" for t, n in most)]
+    said = [f"{t} {format_delta(n)}" + (" (jax's backend started in it)" if t in started else "") for t, n in most]
+    return ["  the tests that grew its host memory most: " + ", ".join(said)]
 
 
 def _killed(oom: tuple[Any, Any]) -> list[str]:
@@ -473,7 +605,7 @@ def recorded_tests(records: list[dict[str, Any]], worker: str) -> dict[str, dict
     return {
         r["test"]: {**{k: r[k] for k in REPORT_KEYS if k in r}, "worker": worker}
         for r in records
-        if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int) and r.get("devices")
+        if isinstance(r.get("test"), str) and isinstance(r.get("residue"), int)
     }
 
 
@@ -566,18 +698,19 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
         )
     cleared = record.get("cleared")
     host = cleared.get("host") if isinstance(cleared, dict) else None
+    figures: dict[str, Any] = record["host"] if isinstance(record.get("host"), dict) else {}
     return Line(
         test=test,
         index=_int(record.get("index")),
         outcome=str(record.get("outcome") or ""),
-        started=True,
+        started=record.get("started") is not False,
         devices=_sizes(record.get("devices")),
         stand_in=bool(record.get("stand_in")),
         change=_sizes(record.get("change")),
         residue=_int(record.get("residue")),
         executables=record.get("executables") if isinstance(record.get("executables"), int) else None,
         compiled=_int(record.get("compiled")),
-        rss=record.get("rss") if isinstance(record.get("rss"), int) else None,
+        rss=_optional(record.get("rss", figures.get("rss"))),
         explanation=explanation,
         cleared=(_int(cleared.get("programs")), _int(cleared.get("bytes"))) if isinstance(cleared, dict) else None,
         cleared_host=(
@@ -587,6 +720,42 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
         ),
         peaks=_sizes(record.get("peaks")),
         outside=_int(record.get("outside")),
+        grew=_optional(figures.get("grew")),
+        kept_free=_optional(figures.get("kept_free")),
+        host_arrays=_int(figures.get("jax_arrays")),
+        host=_host_of(figures),
+        backend_started=figures.get("backend_started") is True,
+        fixtures_grew=_int(figures.get("fixtures_grew")),
+    )
+
+
+def _optional(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _host_of(figures: dict[str, Any]) -> Any:
+    """A named test's host explanation again, from its record (host_record); None where it has none."""
+    from ..measuring.ledger import HostArrays, HostExplanation
+
+    if not isinstance(figures.get("numpy"), list):
+        return None
+    return HostExplanation(
+        numpy=tuple(
+            HostArrays(
+                str(a.get("kept_by") or ""),
+                _int(a.get("bytes")),
+                _int(a.get("arrays")),
+                str(a.get("shape", "")),
+                a.get("site"),
+            )
+            for a in figures["numpy"]
+            if isinstance(a, dict)
+        ),
+        since=str(figures.get("since") or ""),
+        cut=bool(figures.get("cut")),
+        programs=tuple(
+            (p.get("site"), _int(p.get("programs"))) for p in figures.get("programs") or () if isinstance(p, dict)
+        ),
     )
 
 
@@ -610,6 +779,7 @@ def account_of(
     tests: dict[str, dict[str, Any]],
     crashed: list[dict[str, Any]],
     threshold: int,
+    host_threshold: int = 0,
 ) -> Any:
     """The controller's account (decisions.ledger.Account) from what its workers sent: each
     worker's session_record, every test's line (report_record with its ``worker``), and the
@@ -638,7 +808,7 @@ def account_of(
                 last = lines[-1]
                 end = {"started": True, "devices": last.devices, "stand_in": last.stand_in, "rss": last.rss}
                 end["executables"] = last.executables
-            workers[worker] = Session(None, _reading_of(end), lines, threshold)
+            workers[worker] = Session(None, _reading_of(end), lines, threshold, host_threshold=host_threshold)
             counts[worker] = len(lines)
             continue
         workers[worker] = Session(
@@ -655,6 +825,7 @@ def account_of(
             after_gc=_sizes(sent.get("after_gc")),
             remedy=str(sent.get("remedy") or ""),
             host_limit=_host_limit(sent.get("host_limit")),
+            host_threshold=host_threshold,
         )
         counts[worker] = _int(sent.get("tests"), len(lines))
         made += [(site, str(test), _int(n)) for site, test, n in sent.get("made_at_end") or ()]
@@ -662,7 +833,7 @@ def account_of(
             programs_by_test.setdefault(site, set()).update(names)
         for site, n in sent.get("held_programs") or ():
             held[site] = held.get(site, 0) + _int(n)
-    return account(workers, counts, died, made, programs_by_test, held, threshold)
+    return account(workers, counts, died, made, programs_by_test, held, threshold, host_threshold)
 
 
 def _host_limit(sent: Any) -> tuple[int, str] | None:
@@ -684,11 +855,30 @@ def _worker_totals(worker: str, session: Session, count: int, crash: list[str] |
     return [f"  {worker}: {plural(count, 'test')}"] + ["  " + line for line in _totals(session)[1:]]
 
 
-def account_lines(account: Any, top: int, crashes: dict[str, list[str]]) -> list[str]:
+def workers_together(account: Any, limit: tuple[int, str] | None) -> list[str]:
+    """The workers' host memory against the runner's whole limit (the kernel's OOM killer counts a
+    cgroup's processes together): each worker's most after a test, added, an upper bound of what
+    they held at once."""
+    most = [
+        max(rss) for s in account.workers.values() if (rss := [line.rss for line in s.lines if line.rss is not None])
+    ]
+    if len(most) < 2 or limit is None:
+        return []
+    total = sum(most)
+    return [
+        f"  the workers together: at most {format_size(total)} (each worker's most after a test, added), "
+        f"{total / limit[0]:.0%} of the runner's {format_size(limit[0])} ({limit[1]})"
+    ]
+
+
+def account_lines(
+    account: Any, top: int, crashes: dict[str, list[str]], limit: tuple[int, str] | None = None
+) -> list[str]:
     """The pytest-xdist controller's summary, one over every worker (decisions.ledger.Account):
     each worker's memory from start to end (each process's is its own; a crashed worker's from its
-    flight recorder, ``crashes``: its crash_lines), then the tests named over all workers worst
-    first, each with its worker, the peaks, the patterns, the fixtures."""
+    flight recorder, ``crashes``: its crash_lines), the workers together against the runner's
+    ``limit``, then the tests named over all workers worst first, each with its worker, the
+    peaks, the host memory, the patterns, the fixtures."""
     total = sum(account.counts.values())
     n = plural(len(account.counts), "pytest-xdist worker")
     sessions = account.workers
@@ -704,6 +894,7 @@ def account_lines(account: Any, top: int, crashes: dict[str, list[str]]) -> list
     for worker in sorted(sessions, key=worker_order):
         crash = crashes.get(worker, []) if worker in account.crashed else None
         out += _worker_totals(worker, sessions[worker], account.counts.get(worker, 0), crash)
+    out += workers_together(account, limit)
     merged = account.merged
 
     def where(test: str) -> str:
@@ -719,6 +910,7 @@ def account_lines(account: Any, top: int, crashes: dict[str, list[str]]) -> list
         out
         + _runtime(merged, top, where)
         + _residues(merged, top, where, fate)
+        + _host(merged, top, where)
         + _patterns(merged, top)
         + _fixtures(merged)
     )

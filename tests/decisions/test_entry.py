@@ -204,6 +204,13 @@ LINE = "\"ledger\" test 't.py::a': "
         ({"collected": 1.5}, '"collected" is 1.5, not a whole number'),
         ({"stand_in": 1}, '"stand_in" is 1, not true or false'),
         ({"worker": 0}, '"worker" is 0, not text'),
+        ({"started": False, "host": {"rss": 2**63 - 1, "grew": -(2**63) + 1, "kept_free": -5}}, None),
+        ({"started": 0}, '"started" is 0, not true or false'),
+        ({"host": [1]}, '"host" is [1], not an object'),
+        ({"host": {"rss": -1}}, '"host" "rss" is -1, not a whole number from 0'),
+        ({"host": {"grew": "3"}}, '"host" "grew" is \'3\', not a whole number from -2^63+1'),
+        ({"host": {"jax_arrays": 2**63}}, '"host" "jax_arrays" is 9223372036854775808, not a whole number'),
+        ({"host": {"fixtures_grew": True}}, '"host" "fixtures_grew" is True, not a whole number'),
     ],
 )
 def test_a_ledger_line_s_figures_are_whole_numbers_any_memory_may_hold(keys, says):

@@ -165,3 +165,83 @@ def test_a_slow_climb_and_the_smallest_limit_are_still_read():
     assert MemoryTrigger("host", percent=60).reached(1, 1) and not MemoryTrigger("host", percent=60).reached(0, 1)
     assert str(MemoryTrigger("host", size=600 * MB, text="host:600MB")) == "host:600MB"  # the JSON's settings
     assert str(MemoryTrigger("host", size=600 * MB)) == "host:600000000B"
+
+
+def _host_line(grew, compiled=0, residue=0, host_arrays=0, backend_started=False, numpy=(), index=1):
+    from pytest_tpumem.measuring.ledger import HostArrays, HostExplanation
+
+    host = HostExplanation(numpy=tuple(HostArrays("global K of m", n, 1, "f64[1]") for n in numpy)) if numpy else None
+    return Line(
+        f"t.py::t{index}",
+        index,
+        "passed",
+        True,
+        residue=residue,
+        compiled=compiled,
+        rss=10**9,
+        grew=grew,
+        host_arrays=host_arrays,
+        backend_started=backend_started,
+        host=host,
+    )
+
+
+@pytest.mark.parametrize(
+    ("grew", "threshold", "started", "expected"),
+    [
+        (100 * MB, 100 * MB, False, True),
+        (100 * MB - 1, 100 * MB, False, False),
+        (100 * MB + 1, 100 * MB, False, True),
+        (10**10, 0, False, False),  # 0 names none
+        (10**10, 100 * MB, True, False),  # the backend started in it: once a process, told apart
+        (None, 100 * MB, False, False),  # no RSS read
+        (-(10**9), 100 * MB, False, False),
+    ],
+)
+def test_a_test_is_named_for_host_memory_from_the_threshold_itself(grew, threshold, started, expected):
+    from pytest_tpumem.decisions.ledger import host_named
+
+    assert host_named(_host_line(grew, backend_started=started), threshold) is expected
+
+
+def test_a_programs_host_cost_is_the_median_over_tests_that_compiled_and_kept_nothing_else():
+    from pytest_tpumem.decisions.ledger import program_cost
+
+    lines = [
+        _host_line(10 * MB, compiled=5, index=1),  # 2 MB a program
+        _host_line(9 * MB, compiled=3, index=2),  # 3 MB
+        _host_line(4 * MB, compiled=4, index=3),  # 1 MB
+        _host_line(14 * MB, compiled=5, host_arrays=4 * MB, index=4),  # 2 MB, its CPU arrays taken off
+    ]
+    assert program_cost(lines, 10 * MB) == (2 * MB, 4)
+    assert program_cost(lines[:3], 10 * MB) == (2 * MB, 3)
+    assert program_cost(lines[:2], 10 * MB) is None  # fewer than 3 tests: the runtime does not say, nor do we
+    left_out = [
+        _host_line(500 * MB, compiled=1, residue=10 * MB, index=5),  # left arrays at the threshold
+        _host_line(500 * MB, compiled=1, backend_started=True, index=6),  # started the backend
+        _host_line(500 * MB, compiled=1, numpy=(400 * MB,), index=7),  # left numpy arrays
+        _host_line(500 * MB, compiled=0, index=8),  # compiled nothing
+        _host_line(None, compiled=3, index=9),
+    ]
+    assert program_cost(lines[:3] + left_out, 10 * MB) == (2 * MB, 3)
+    assert program_cost([*lines[:3], _host_line(500 * MB, compiled=1, residue=10 * MB - 1, index=5)], 10 * MB) == (
+        int(2.5 * MB),
+        4,
+    )  # under the threshold it counts, and an even count takes the mean of the middle two
+    assert program_cost([_host_line(-(10**9), compiled=1, index=i) for i in range(3)], 10 * MB) == (0, 3)
+
+
+def test_the_host_named_tests_are_the_most_first_and_the_backends_start_is_found():
+    from pytest_tpumem.decisions.ledger import Session
+
+    lines = (
+        _host_line(300 * MB, backend_started=True, index=1),
+        _host_line(120 * MB, index=2),
+        _host_line(150 * MB, index=3),
+        _host_line(99 * MB, index=4),
+    )
+    session = Session(None, None, lines, 10 * MB, host_threshold=100 * MB)
+    assert [line.index for line in session.host_worst(5)] == [3, 2]
+    assert [line.index for line in session.host_worst(1)] == [3]
+    assert session.host_named_count() == 2
+    assert session.backend_start() is lines[0]

@@ -97,3 +97,119 @@ def test_a_killed_worker_is_told_with_its_last_readings_its_culprits_and_the_oom
     other = crash_lines("gw0", "t.py::d", "ledger.gw0.jsonl", RECORDS, oom=((1, "x"), (1, "x")))
     assert not any("OOM killer" in line for line in other)  # no kill counted during the run: not said
     assert not any("OOM killer" in line for line in crash_lines("gw0", "t.py::d", "p", RECORDS))  # none read
+
+
+def _host_line(test, index, grew, **kw):
+    return Line(f"t.py::{test}", index, "passed", True, {"cpu:0": 0}, True, rss=500 * MB, grew=grew, **kw)
+
+
+def test_a_test_named_for_host_memory_is_told_with_every_explanation_it_has():
+    from pytest_tpumem.measuring.ledger import HostArrays, HostExplanation
+    from pytest_tpumem.readings.frames import Frame
+
+    site = Frame("t.py", 12, "test_a")
+    kept = HostExplanation(
+        numpy=(HostArrays("global KEEP of plant at [0] and 2 more", 120 * MB, 3, "f64[5000000]", site),),
+        programs=((site, 4),),
+    )
+    lines = (
+        _host_line("started", 1, 180 * MB, backend_started=True),
+        _host_line("a", 2, 150 * MB, host=kept, compiled=4, kept_free=2 * MB, host_arrays=16 * MB),
+        _host_line("nothing", 3, 110 * MB, host=HostExplanation(since="t.py::a", cut=True)),
+        *(_host_line(f"c{i}", 4 + i, 3 * MB, compiled=2) for i in range(3)),  # 1.5 MB a program
+    )
+    session = Session(
+        Between(True, {"cpu:0": 0}, True, 0, 100 * MB),
+        Between(True, {"cpu:0": 0}, True, 0, 900 * MB),
+        lines,
+        10 * MB,
+        host_threshold=100 * MB,
+    )
+    said = session_lines(session, 5)
+    start = said.index(
+        "2 tests grew the process's host memory (RSS, after it less before it) by 100.0MB or more (--tpumem-host-residue):"
+    )
+    assert said[start + 1 : start + 12] == [
+        "  +150.0MB  t.py::a",
+        "      numpy arrays alive: 120.0MB (3 arrays, e.g. f64[5000000]), made at t.py:12 in test_a, kept by global KEEP of plant at [0] and 2 more",
+        "      jax arrays it made, alive on the CPU device (host memory on this backend): 16.0MB",
+        "      compiled 4 programs jax holds (about 6.0MB: 1.5MB a program: the median over 3 tests that compiled and kept no arrays): 4 at t.py:12 in test_a",
+        "      the C allocator kept 2.0MB more freed memory than before it (glibc: freed, not given back to the OS; --tpumem-clear-caches' malloc_trim(0) returns it)",
+        "  +110.0MB  t.py::nothing",
+        "      nothing alive that a walk of the heap reaches explains it (numpy arrays of 1.0MB or more, jax arrays, programs): memory the allocator or a library kept",
+        "      the walk stopped at its time limit: there may be more",
+        *said[start + 9 : start + 12],
+    ]
+    assert (
+        "  jax's backend started in test 1 of 6: host memory +180.0MB in it (the runtime, its compiler and plugins "
+        "load once a process; no test is named for it)" in said
+    )
+    assert "t.py::started" not in "\n".join(said[start:])
+
+
+def test_arrays_a_look_found_since_an_earlier_look_say_so():
+    from pytest_tpumem.measuring.ledger import BEFORE_TESTS, HostArrays, HostExplanation
+    from pytest_tpumem.telling.ledger import host_lines
+
+    arrays = (HostArrays("", 50 * MB, 1, "f32[12500000]"),)
+    first = host_lines(_host_line("a", 1, 60 * MB, host=HostExplanation(arrays, since=BEFORE_TESTS)), None)
+    later = host_lines(_host_line("b", 5, 60 * MB, host=HostExplanation(arrays, since="t.py::a")), None)
+    exact = host_lines(_host_line("c", 6, 60 * MB, host=HostExplanation(arrays)), None)
+    assert first[0] == (
+        "numpy arrays alive (new since the first test started: the tests before it may have made some): 50.0MB "
+        "(1 array, e.g. f32[12500000]), what keeps them was not found in time"
+    )
+    assert later[0].startswith("numpy arrays alive (new since t.py::a ended: the tests between may have made some): ")
+    assert exact[0].startswith("numpy arrays alive: 50.0MB")
+
+
+def test_no_test_named_for_host_memory_is_said_once_and_a_zero_threshold_says_nothing():
+    lines = (_host_line("a", 1, 99 * MB),)
+    first, last = Between(True, {"cpu:0": 0}, True, 0, 1), Between(True, {"cpu:0": 0}, True, 0, 1)
+    said = session_lines(Session(first, last, lines, 10 * MB, host_threshold=100 * MB), 5)
+    assert said.count("no test grew the process's host memory by 100.0MB or more (--tpumem-host-residue)") == 1
+    assert not any("host-residue" in s for s in session_lines(Session(first, last, lines, 10 * MB), 5))
+
+
+def test_the_workers_are_added_up_against_the_runners_whole_limit():
+    from pytest_tpumem.decisions.ledger import account
+    from pytest_tpumem.telling.ledger import account_lines
+
+    def worker(rss):
+        lines = tuple(_host_line(f"w{r}", i + 1, 0) for i, r in enumerate(rss))
+        lines = tuple(line.__class__(**{**line.__dict__, "rss": r}) for line, r in zip(lines, rss))
+        return Session(None, Between(True, {"cpu:0": 0}, True, 0, rss[-1]), lines, 10 * MB)
+
+    workers = {"gw0": worker([300 * MB, 450 * MB, 400 * MB]), "gw1": worker([200 * MB, 350 * MB])}
+    merged = account(workers, {"gw0": 3, "gw1": 2}, {}, [], {}, {}, 10 * MB)
+    said = account_lines(merged, 5, {}, (1000 * MB, "/sys/fs/cgroup/ci/memory.max"))
+    assert (
+        "  the workers together: at most 800.0MB (each worker's most after a test, added), 80% of the runner's "
+        "1.0GB (/sys/fs/cgroup/ci/memory.max)" in said
+    )
+    assert not any("workers together" in s for s in account_lines(merged, 5, {}, None))
+
+
+def test_a_killed_workers_culprits_are_its_host_growth_and_the_backends_start_is_said():
+    records = [
+        {"start": "t.py::a", "rss": 100 * MB},
+        {
+            "test": "t.py::a",
+            "devices": {"cpu:0": 0},
+            "rss": 280 * MB,
+            "host": {"grew": 180 * MB, "backend_started": True},
+        },
+        {"start": "t.py::b", "rss": 280 * MB},
+        {
+            "test": "t.py::b",
+            "devices": {"cpu:0": 0},
+            "rss": 700 * MB,
+            "host": {"grew": 300 * MB, "fixtures_grew": 120 * MB},
+        },
+        {"start": "t.py::c", "rss": 700 * MB},
+    ]
+    said = crash_lines("gw0", "t.py::c", "ledger.gw0.jsonl", records)
+    assert (
+        "  the tests that grew its host memory most: t.py::b +300.0MB, t.py::a +180.0MB (jax's backend started in it)"
+        in said
+    ), said
