@@ -23,8 +23,8 @@ from .. import defaults
 from ..units import SizeError, parse_size, shown_value
 from .entry import Entry, Report
 
-FIGURES = ("peak", "growth", "residue")
-SIZES_ONLY = ("growth", "residue")  # figures about 0 on clean code: a percentage of them is noise
+FIGURES = ("peak", "growth", "residue", "host_residue")
+SIZES_ONLY = ("growth", "residue", "host_residue")  # figures about 0 on clean code: a percentage of them is noise
 
 
 class ToleranceError(ValueError):
@@ -53,7 +53,10 @@ def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Toleranc
     raw = str(text).strip()
     figure, sep, amount = raw.partition(":")
     figure = figure.strip().lower()
-    accepted = "accepted: peak:10%, peak:50MB, growth:10MB, residue:10MB (a figure, a colon, a percentage or a size)"
+    accepted = (
+        "accepted: peak:10%, peak:50MB, growth:10MB, residue:10MB, host_residue:50MB (a figure, a colon, a "
+        "percentage or a size)"
+    )
     if not sep or figure not in FIGURES:
         raise ToleranceError(f"{where}: {shown_value(raw)} names no figure of {', '.join(FIGURES)}; {accepted}")
     amount = amount.strip()
@@ -144,8 +147,10 @@ def compare_figure(
 
 
 def compare_residues(old: Report, new: Report, tolerances: tuple[Tolerance, ...]) -> list[Change]:
-    """Each test's residue (the suite ledger's) against the baseline's, for the tests both ledgers
-    read, matched as entries are (match_tests); a test that failed in the baseline judges nothing."""
+    """Each test's residue (the suite ledger's) and host growth against the baseline's, for the tests
+    both ledgers read, matched as entries are (match_tests); a test that failed in the baseline
+    judges nothing. A host growth (RSS, which moves by some MB from run to run) is judged only where
+    this run names the test for it (at or over its --tpumem-host-residue): a clean test never is."""
     if old.ledger is None or new.ledger is None:
         return []
     matches = match_tests(old.ledger.tests, new.ledger.tests, old.rootdir or None, new.rootdir or None)
@@ -156,6 +161,14 @@ def compare_residues(old: Report, new: Report, tolerances: tuple[Tolerance, ...]
         change = compare_figure(nodeid, "residue", before["residue"], new.ledger.tests[nodeid]["residue"], judged)
         if change is not None:
             changes.append(change)
+        grew_before, grew_now = old.ledger.host_grew(old_id), new.ledger.host_grew(nodeid)
+        least = new.ledger.host_threshold
+        if grew_before is not None and grew_now is not None and least > 0 and max(grew_before, grew_now) >= least:
+            # RSS moves by some MB from run to run: only a test named for host memory in either run is
+            # told (a regression beyond a tolerance is then one this run names)
+            change = compare_figure(nodeid, "host_residue", max(0, grew_before), max(0, grew_now), judged)
+            if change is not None:
+                changes.append(change)
     return changes
 
 

@@ -156,7 +156,10 @@ class Reporter:
         if ledger is not None and last.ledger is not None:
             lines = kept(last.ledger.tests, set(ledger.tests), selection, exists)
             ledger = LedgerTests(
-                ledger.threshold, {**{t: last.ledger.tests[t] for t in lines}, **ledger.tests}, ledger.crashed
+                ledger.threshold,
+                {**{t: last.ledger.tests[t] for t in lines}, **ledger.tests},
+                ledger.crashed,
+                ledger.host_threshold,
             )
         if not tests and not lines:
             return data
@@ -278,6 +281,7 @@ class Reporter:
                 "recompile": s.recompile,
                 "sample_ms": s.sample_interval * 1000,
                 "residue": s.residue,
+                "host_residue": s.host_residue,
                 "clear_caches": s.clear_caches if isinstance(s.clear_caches, (str, int)) else str(s.clear_caches),
             },
         }
@@ -287,7 +291,10 @@ class Reporter:
         writes its own file, named with its index."""
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
         ledger = self.report().ledger
-        read = bool(self.rows) or (ledger is not None and bool(ledger.tests))
+        # a ledger whose tests all ran before any jax backend started has host figures alone: no jax memory to keep
+        read = bool(self.rows) or (
+            ledger is not None and any(line.get("started") is not False for line in ledger.tests.values())
+        )
         cut_short = _cut_short(session) or (not read and "it measured no test")
         if self.settings.save_path is not None and cut_short:
             paths.remove(self.settings.save_path)

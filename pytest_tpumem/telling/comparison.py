@@ -150,7 +150,7 @@ def comparison_lines(comparison: Comparison, baseline_name: str, top: int | None
     if comparison.missing:
         tally.append(f"{len(comparison.missing)} missing")
     lines.append(", ".join(tally))
-    if any(c.figure == "residue" for c in comparison.regressions):
+    if any(c.figure in ("residue", "host_residue") for c in comparison.regressions):
         lines.append(
             "a residue is read after its test's report (once pytest has dropped its fixtures): a residue that "
             "regressed fails the run, not the test"

@@ -31,7 +31,7 @@ def build(
 
 def merged_ledgers(ledgers: list[LedgerTests]) -> LedgerTests | None:
     """The suite ledgers of several processes as one: every test's line (a test two processes both
-    ran keeps the larger residue), the largest threshold, every crash."""
+    ran keeps the larger residue), the largest thresholds, every crash."""
     if not ledgers:
         return None
     tests: dict[str, dict[str, Any]] = {}
@@ -40,7 +40,9 @@ def merged_ledgers(ledgers: list[LedgerTests]) -> LedgerTests | None:
             if nodeid not in tests or line["residue"] > tests[nodeid]["residue"]:
                 tests[nodeid] = line
     crashed = tuple(c for ledger in ledgers for c in ledger.crashed)
-    return LedgerTests(max(ledger.threshold for ledger in ledgers), tests, crashed)
+    return LedgerTests(
+        max(ledger.threshold for ledger in ledgers), tests, crashed, max(ledger.host_threshold for ledger in ledgers)
+    )
 
 
 FAILURE_CHARS = 20_000  # the most of a failed test's text a report keeps: its end, where the error is

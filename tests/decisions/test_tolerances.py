@@ -109,3 +109,58 @@ def test_residue_takes_a_size_and_refuses_a_percentage():
         ToleranceError, match=r"residue takes a size \(residue:10MB\), not a percentage: clean code leaves"
     ):
         parse_tolerance("residue:10%")
+
+
+def _ledger_report(grew, threshold=100 * MB, outcome="passed"):
+    from pytest_tpumem.decisions.entry import LedgerTests
+
+    line = {"residue": 0, "outcome": outcome, "host": {"rss": 10**9, "grew": grew}}
+    return Report(CPU, {}, ledger=LedgerTests(10 * MB, {"t.py::a": line}, host_threshold=threshold))
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "regressed"),
+    [
+        (120 * MB, 170 * MB, False),  # exactly the tolerance: within
+        (120 * MB, 170 * MB + 1, True),
+        (-(10**9), 50 * MB + 1, False),  # not named in this run: RSS noise is never judged
+        (0, 100 * MB, True),  # named from its threshold itself, growth from 0 counted from 0
+        (0, 100 * MB - 1, False),
+    ],
+)
+def test_a_host_residue_regression_is_judged_on_the_tests_named_for_host_memory(before, now, regressed):
+    tolerances = (parse_tolerance("host_residue:50MB"),)
+    comparison = compare(_ledger_report(before), _ledger_report(now), tolerances)
+    assert bool(comparison.regressions) is regressed and comparison.failed is regressed
+    if regressed:
+        (change,) = comparison.regressions
+        assert (change.figure, change.old, change.new) == ("host_residue", max(0, before), now)
+
+
+def test_host_figures_under_the_threshold_in_both_runs_are_not_told_and_a_zero_threshold_judges_none():
+    quiet = compare(_ledger_report(30 * MB), _ledger_report(90 * MB), (parse_tolerance("host_residue:1MB"),))
+    assert quiet.changes == () or all(c.figure != "host_residue" for c in quiet.changes)
+    off = compare(_ledger_report(0, 0), _ledger_report(10**9, 0), (parse_tolerance("host_residue:1MB"),))
+    assert not off.failed
+    failed_before = compare(
+        _ledger_report(0, outcome="failed"), _ledger_report(500 * MB), (parse_tolerance("host_residue:1MB"),)
+    )
+    assert not failed_before.failed  # a test that failed in the baseline judges nothing
+    told = compare(_ledger_report(150 * MB), _ledger_report(30 * MB), (parse_tolerance("host_residue:10MB"),))
+    assert [c.figure for c in told.improvements] == ["host_residue"]  # named before, gone now: an improvement
+
+
+def test_host_residue_takes_a_size_and_refuses_a_percentage():
+    assert parse_tolerance("host_residue:50MB").amount == 50 * MB
+    with pytest.raises(ToleranceError, match=r"host_residue takes a size \(host_residue:10MB\), not a percentage"):
+        parse_tolerance("host_residue:10%")
+
+
+def test_the_test_in_which_jaxs_backend_started_is_not_compared_for_host_memory():
+    from pytest_tpumem.decisions.entry import LedgerTests
+
+    def report(grew):
+        line = {"residue": 0, "outcome": "passed", "host": {"rss": 10**9, "grew": grew, "backend_started": True}}
+        return Report(CPU, {}, ledger=LedgerTests(10 * MB, {"t.py::a": line}, host_threshold=100 * MB))
+
+    assert compare(report(150 * MB), report(900 * MB), (parse_tolerance("host_residue:1MB"),)).changes == ()
