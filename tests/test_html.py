@@ -296,7 +296,14 @@ def test_a_report_holding_the_wrong_types_still_makes_a_page():
     )
     entry = Entry(outcome="failed", checks=checks, failure="<b>")
     ledger = LedgerTests(
-        1, {"t.py::test_<b>": {"residue": 5, "devices": [1], "index": "x", "made": "no"}}, ({"said": 3},)
+        1,
+        {
+            "t.py::test_<b>": {"residue": 5, "devices": [1], "index": "x", "made": "no"},
+            "t.py::test_<h>": {"residue": 0, "host": {"grew": 10**12, "rss": "x", "numpy": [3, {"bytes": "x"}]}},
+            "t.py::test_<i>": {"residue": 0, "host": 7},
+        },
+        ({"said": 3},),
+        host_threshold=1,
     )
     report = Report({"devices": "cpu", "versions": None}, {"t.py::test_<b>": entry}, ledger=ledger)
     html = page(report)
@@ -430,3 +437,42 @@ def test_the_session_picture_is_well_formed_xml_with_a_control_character_in_a_te
     document = xml.dom.minidom.parse(str(pytester.path / "r.ledger.svg"))  # as a browser opens the file
     hovers = sorted(t.firstChild.data for t in document.getElementsByTagName("title"))
     assert hovers == ["test_\\x01ctl.py::test_x: left 12.0MB", "test_ünï.py::test_x: left 12.0MB"]
+
+
+def test_the_page_names_the_tests_that_grew_host_memory_with_why_and_lists_every_tests_growth():
+    numpy = [{"bytes": 120 * 10**6, "arrays": 3, "shape": "f64[5000000]", "kept_by": "global <KEEP> of plant at [0]"}]
+    lines = {
+        "t.py::test_<grew>": {
+            "index": 2,
+            "residue": 0,
+            "left": 0,
+            "devices": {"cpu:0": 0},
+            "compiled": 0,
+            "host": {"rss": 600 * 10**6, "grew": 125 * 10**6, "numpy": numpy, "since": None},
+        },
+        "t.py::test_start": {
+            "index": 1,
+            "residue": 0,
+            "left": 0,
+            "devices": {"cpu:0": 0},
+            "compiled": 1,
+            "host": {"rss": 470 * 10**6, "grew": 300 * 10**6, "backend_started": True},
+        },
+        "t.py::test_small": {
+            "index": 3,
+            "residue": 0,
+            "left": 0,
+            "devices": {"cpu:0": 0},
+            "compiled": 0,
+            "host": {"rss": 610 * 10**6, "grew": 10**7},
+        },
+    }
+    report = Report({"devices": "cpu"}, {}, ledger=LedgerTests(10**7, lines, host_threshold=10**8))
+    html = page(report)
+    ledger = html[html.index("<h2 id=ledger>") :]
+    assert "<h3>named: 1 test that grew host memory 100.0MB or more</h3>" in ledger
+    assert "t.py::test_&lt;grew&gt;: host memory +125.0MB</summary>" in ledger
+    assert "kept by global &lt;KEEP&gt; of plant at [0]" in ledger and "<KEEP>" not in ledger
+    assert "test_start: host memory" not in ledger  # the backend's start is never named
+    assert '<th class="n">host grew</th>' in ledger
+    assert 'class="host-named"' in ledger  # the picture marks it too

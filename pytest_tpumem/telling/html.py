@@ -459,6 +459,32 @@ def _test_details(nodeid: str, entry: Entry, anchor: str, ledger_line: dict[str,
     return "".join(out)
 
 
+def _host_named(ledger: Any, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The tests named for the host memory they grew, the most first, each with why (telling.ledger.host_lines)."""
+    from ..decisions.ledger import host_named, program_cost
+    from .ledger import host_lines, line_of_record
+
+    parsed = {t: line_of_record(t, line) for t, line in lines.items()}
+    named = sorted(
+        (line for line in parsed.values() if host_named(line, ledger.host_threshold)),
+        key=lambda line: (-(line.grew or 0), line.test),
+    )
+    if not named:
+        return []
+    cost = program_cost(list(parsed.values()), ledger.threshold)
+    out = [
+        f"<h3>named: {plural(len(named), 'test')} that grew host memory "
+        f"{_e(format_size(ledger.host_threshold))} or more</h3>"
+    ]
+    for line in named:
+        why = "".join(f"<li>{_e(x)}</li>" for x in host_lines(line, cost))
+        out.append(
+            f'<details class="test" open><summary>{_e(line.test)}: host memory +{_e(format_size(line.grew or 0))}'
+            f"</summary><ul>{why}</ul></details>"
+        )
+    return out
+
+
 def _ledger(report: Report) -> str:
     ledger = report.ledger
     if ledger is None:
@@ -481,15 +507,20 @@ def _ledger(report: Report) -> str:
     by_worker: dict[str, list[dict[str, Any]]] = {}
     for test, line in lines.items():
         devices = _dict(line.get("devices"))
-        if _int(line.get("index")) is not None and devices and all(_int(v) is not None for v in devices.values()):
+        host = {k: v for k, v in _dict(line.get("host")).items() if k in ("rss", "grew") and _int(v) is not None}
+        host["backend_started"] = _dict(line.get("host")).get("backend_started") is True
+        drawn = devices or "rss" in host
+        if _int(line.get("index")) is not None and drawn and all(_int(v) is not None for v in devices.values()):
             executables = _int(line.get("executables"))
             record = {
                 "test": test,
                 "index": line["index"],
+                "started": line.get("started") is not False,
                 "devices": devices,
                 "change": _dict(line.get("change")),
                 "left": _int(line.get("left")) or 0,
                 "executables": executables,
+                "host": host,
             }
             by_worker.setdefault(str(line.get("worker") or ""), []).append(record)
     stand_in = any(line.get("stand_in") for line in lines.values())
@@ -498,9 +529,8 @@ def _ledger(report: Report) -> str:
             f" (pytest-xdist worker {worker})" if worker else ""
         )
         count = max(r["index"] for r in records)
-        out.append(
-            f'<div class="picture session">{session_picture(records, count, ledger.threshold, title, stand_in)}</div>'
-        )
+        picture = session_picture(records, count, ledger.threshold, title, stand_in, None, ledger.host_threshold)
+        out.append(f'<div class="picture session">{picture}</div>')
     named = sorted(
         ((t, line) for t, line in lines.items() if over(_int(line.get("left")) or 0, ledger.threshold)),
         key=lambda i: (-(_int(i[1].get("left")) or 0), i[0]),
@@ -513,6 +543,7 @@ def _ledger(report: Report) -> str:
             out.append(
                 f'<details class="test" open><summary>{_e(test)}: left {_e(_size(line.get("left")))}</summary>{_explanation(line)}</details>'
             )
+    out += _host_named(ledger, lines)
     ordered = sorted(lines.items(), key=lambda i: (-(_int(i[1].get("residue")) or 0), i[0]))
     rows = []
     for test, line in ordered[:LEDGER_ROWS]:
@@ -523,6 +554,7 @@ def _ledger(report: Report) -> str:
             + _num_cell(
                 line.get("compiled"), str(_int(line.get("compiled")) if _int(line.get("compiled")) is not None else "-")
             )
+            + _num_cell(_dict(line.get("host")).get("grew"))
             + f"<td>{_e(line.get('worker') or '-')}</td></tr>"
         )
     more = (
@@ -530,7 +562,7 @@ def _ledger(report: Report) -> str:
         if len(ordered) > LEDGER_ROWS
         else ""
     )
-    heads = '<th>test</th><th>outcome</th><th class="n">residue</th><th class="n">left</th><th class="n">programs compiled</th><th>worker</th>'
+    heads = '<th>test</th><th>outcome</th><th class="n">residue</th><th class="n">left</th><th class="n">programs compiled</th><th class="n">host grew</th><th>worker</th>'
     out.append(
         f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )

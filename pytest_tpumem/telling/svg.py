@@ -144,15 +144,28 @@ def leak_timeline(report: LeakReport, title: str) -> str:
 SESSION_PANEL = 220  # the height of each of the session picture's two panels
 
 
-def session_picture(records: list[dict[str, Any]], count: int, threshold: int, title: str, stand_in: bool) -> str:
-    """The suite ledger's picture of one process's ``count`` tests, from the lines of those a
-    backend had started by (the JSON report's, telling.ledger.report_record, with ``test``; in
-    the order they ran): the device memory after each test, a line per device, with a red dot where
-    a test was named for what it left (hover: the test and its residue); below, the programs jax
-    holds after each test."""
+def session_picture(
+    records: list[dict[str, Any]],
+    count: int,
+    threshold: int,
+    title: str,
+    stand_in: bool,
+    host_limit: tuple[int, str] | None = None,
+    host_threshold: int = 0,
+) -> str:
+    """The suite ledger's picture of one process's ``count`` tests, from their lines (the JSON
+    report's, telling.ledger.report_record, with ``test``; in the order they ran): the device
+    memory after each test, a line per device (from the test a backend had started by), with a red
+    dot where a test was named for what it left (hover: the test and its residue); the process's
+    host memory (RSS) after each test, dotted, with the runner's memory limit as a rule where it
+    is within reach of the chart (``host_limit``: this process's share, and where it was read), and
+    an orange dot where a test was named for the host memory it grew (``host_threshold``); below,
+    the programs jax holds after each test."""
     from ..decisions.ledger import over
 
-    read = sorted(records, key=lambda r: r["index"])
+    every = sorted(records, key=lambda r: r["index"])
+    read = [r for r in every if r.get("started") is not False]
+    host = [(r["index"], r["host"]["rss"]) for r in every if isinstance((r.get("host") or {}).get("rss"), int)]
     labels = sorted({label for r in read for label in r["devices"]})
     n = max(count, 1)
     plot_w = WIDTH - LEFT - RIGHT
@@ -188,13 +201,49 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
         'font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
-        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {_xml(what)}</text>',
+        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {_xml(what)}; host memory dashed</text>',
         f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {_xml(format_size(threshold))} or more of its '
-        "arrays alive (hover for its name)</text>",
+        + (
+            "arrays alive"
+            if not host_threshold
+            else f"arrays; orange: grew host memory {_xml(format_size(host_threshold))}+"
+        )
+        + " (hover for its name)</text>",
     ]
-    high = max([1, *(n for r in read for n in r["devices"].values())])
+    high = max([1, *(n for r in read for n in r["devices"].values()), *(rss for _, rss in host)])
+    limit_drawn = host_limit is not None and host_limit[0] <= 2 * high
+    if limit_drawn and host_limit is not None:
+        high = max(high, host_limit[0])
     y, drawn = axis(high, first, format_size)
     out += drawn
+    bottom_of_first = first + SESSION_PANEL
+    if host:
+        points = " ".join(f"{x(i):.1f},{y(rss):.1f}" for i, rss in host)
+        out.append(
+            f'<polyline class="host" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2" '
+            'stroke-dasharray="4 3"/>'
+        )
+    if host_limit is not None:
+        said = f"the runner's memory limit{' (this process’s share)' if 'shared by' in host_limit[1] else ''}: "
+        said += f"{format_size(host_limit[0])} ({host_limit[1]})"
+        if limit_drawn:
+            out.append(
+                f'<line class="limit" x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(host_limit[0]):.1f}" '
+                f'y2="{y(host_limit[0]):.1f}" stroke="#d62728" stroke-dasharray="8 4"><title>{_xml(said)}</title></line>'
+            )
+        else:
+            said += ", above the chart"
+        out.append(f'<text x="{LEFT}" y="{bottom_of_first + 32}" fill="#555" font-size="11">{_xml(said)}</text>')
+    for r in every:
+        figures = r.get("host") or {}
+        grew, rss = figures.get("grew"), figures.get("rss")
+        if isinstance(grew, int) and isinstance(rss, int) and not figures.get("backend_started"):
+            if over(grew, host_threshold):
+                tip = f"{r['test']}: host memory +{format_size(grew)}"
+                out.append(
+                    f'<circle class="host-named" cx="{x(r["index"]):.1f}" cy="{y(rss):.1f}" r="4" fill="#ff7f0e">'
+                    f"<title>{_xml(tip)}</title></circle>"
+                )
     legend = []
     for i, label in enumerate(labels):
         color = COLORS[i % len(COLORS)]
@@ -222,12 +271,16 @@ def session_picture(records: list[dict[str, Any]], count: int, threshold: int, t
     points = " ".join(f"{x(r['index']):.1f},{y2(r['executables']):.1f}" for r in held)
     out.append(f'<polyline class="programs" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2"/>')
     legend.append((HOST_COLOR, "programs jax holds"))
+    if host:
+        legend.append((HOST_COLOR, "host memory (RSS)"))
+    if host_limit is not None and limit_drawn:
+        legend.append(("#d62728", "host: the runner's limit"))
     bottom = top2 + SESSION_PANEL
     out.append(f'<text x="{LEFT}" y="{bottom + 20}" text-anchor="start">test 1</text>')
     out.append(f'<text x="{LEFT + plot_w}" y="{bottom + 20}" text-anchor="end">test {count}</text>')
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
     )
-    out += _legend([(color, label, False) for color, label in legend], LEFT + plot_w, first + 10)
+    out += _legend([(color, label, label.startswith("host")) for color, label in legend], LEFT + plot_w, first + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -87,3 +87,56 @@ def test_the_pictures_are_well_formed_xml_whatever_a_test_s_name_holds(name, sho
     picture = session_picture(records, 1, 10 * MB, "ledger", True)
     hover = xml.dom.minidom.parseString(picture.encode()).getElementsByTagName("title")[0]
     assert hover.firstChild.data == f"{shown}: left 20.0MB"
+
+
+def _session_records():
+    def record(i, rss, grew, **kw):
+        return {
+            "test": f"t.py::t{i}",
+            "index": i,
+            "devices": {"cpu:0": 0},
+            "change": {},
+            "left": 0,
+            "executables": i,
+            "host": {"rss": rss, "grew": grew, **kw},
+        }
+
+    return [
+        {**record(1, 300 * MB, 200 * MB), "started": False, "devices": {}},  # before the backend: host alone
+        record(2, 480 * MB, 180 * MB, backend_started=True),  # never marked
+        record(3, 600 * MB, 120 * MB),  # named for host memory
+        record(4, 610 * MB, 10 * MB),
+    ]
+
+
+def _host_points(svg):
+    points = re.search(r'<polyline class="host" points="([^"]*)"', svg).group(1).split()
+    return [tuple(map(float, p.split(","))) for p in points]
+
+
+def test_the_sessions_picture_draws_host_memory_the_runners_limit_and_marks_the_tests_named_for_it():
+    svg = session_picture(_session_records(), 4, 10 * MB, "ledger", True, (700 * MB, "/cg/memory.max"), 100 * MB)
+    document = xml.dom.minidom.parseString(svg.encode())
+    assert len(_host_points(svg)) == 4  # the test read before the backend started has its host point
+    device = re.search(r'<polyline class="device" data-name="cpu:0" points="([^"]*)"', svg).group(1).split()
+    assert len(device) == 3  # and no device point
+    ys = [y for _, y in _host_points(svg)]
+    assert ys == sorted(ys, reverse=True)  # host memory rises: drawn higher each test
+    limit = document.getElementsByTagName("line")
+    rule = [e for e in limit if e.getAttribute("class") == "limit"]
+    assert len(rule) == 1 and float(rule[0].getAttribute("y1")) < min(ys)  # above the most host memory
+    marked = [c for c in document.getElementsByTagName("circle") if c.getAttribute("class") == "host-named"]
+    hovers = [c.getElementsByTagName("title")[0].firstChild.data for c in marked]
+    # a test before the backend started is named too; not the backend's start, nor one under the threshold
+    assert hovers == ["t.py::t1: host memory +200.0MB", "t.py::t3: host memory +120.0MB"]
+    texts = [t.firstChild.data for t in document.getElementsByTagName("text") if t.firstChild]
+    assert "the runner's memory limit: 700.0MB (/cg/memory.max)" in texts
+
+
+def test_a_limit_far_above_the_chart_is_said_not_drawn_and_no_threshold_marks_nothing():
+    svg = session_picture(_session_records(), 4, 10 * MB, "ledger", True, (64 * 10**9, "/proc/meminfo MemTotal"))
+    assert 'class="limit"' not in svg and 'class="host-named"' not in svg
+    assert "the runner&#x27;s memory limit: 64.0GB (/proc/meminfo MemTotal), above the chart" in svg or (
+        "the runner's memory limit: 64.0GB (/proc/meminfo MemTotal), above the chart" in svg
+    )
+    assert session_picture(_session_records()[1:], 4, 10 * MB, "ledger", True).count('class="host"') == 1
