@@ -855,3 +855,46 @@ def test_under_xdist_the_test_that_grew_host_memory_is_named_once_with_its_worke
     tests = json.loads(report.read_text())["ledger"]["tests"]
     assert tests["test_host.py::test_keeps_numpy_in_a_helper_module"]["worker"] == named[0][1]
     assert len(tests) == 5  # every test, those read before their worker's backend started too
+
+
+CACHED = """
+import functools
+
+import numpy as np
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def load(name):
+    return np.ones(5_000_000)  # 40 MB a dataset, kept by the cache
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c"])
+def test_loads(name):
+    assert load(name)[0] == 1.0
+
+
+def test_clean():
+    assert np.ones(5_000_000).sum() == 5_000_000
+"""
+
+
+def test_arrays_many_tests_kept_in_one_place_each_under_the_threshold_are_named_by_their_keeper(pytester):
+    """Planted: a cache keeps a 40 MB dataset a test, under the 60 MB threshold; at the end, one
+    look names the cache with the 120 MB it holds. The clean twin: a threshold over what it holds."""
+    pytester.makepyfile(test_cached=CACHED)
+    result = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=60MB"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "no test grew the process's host memory by 60.0MB or more (--tpumem-host-residue)",
+            "numpy arrays made during the run and alive at the end: 120.0MB (3 arrays, e.g. f64[[]5000000]), "
+            "kept by the functools cache of load (test_cached)",
+        ]
+    )
+    quiet = pytester.runpytest_subprocess(
+        "--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=121MB"
+    )
+    assert "alive at the end: 120.0MB" not in quiet.stdout.str()

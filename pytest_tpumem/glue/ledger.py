@@ -222,7 +222,7 @@ class Ledger:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
         if self.last is None:
             self._open_recorder()
-            self.first = self.last = self.reader.read(BEFORE_TESTS, malloc=True)
+            self.first = self.last = self.reader.read(BEFORE_TESTS)
             if self.looks is not None:
                 self.looks.start()
         self.current, self.outcome, self._benchmark = item.nodeid, "", None
@@ -257,9 +257,9 @@ class Ledger:
         elif report.when == "call" and not self.outcome:
             self.outcome = "passed"
 
-    def _take(self, owner: str, malloc: bool = False) -> Any:
+    def _take(self, owner: str) -> Any:
         """A reading for ``owner``; the programs first seen in it are the running test's."""
-        reading = self.reader.read(owner, malloc)
+        reading = self.reader.read(owner)
         if owner == self.current:
             for site, n in reading.compiled.items():
                 self._compiled_now[site] = self._compiled_now.get(site, 0) + n
@@ -304,7 +304,7 @@ class Ledger:
         """After the test's protocol (its teardown done, its fixtures' values dropped): its line."""
         test = item.nodeid
         last = self.last
-        reading = self._take(test, malloc=True)
+        reading = self._take(test)
         compiled = dict(self._compiled_now)
         explanation = None
         if reading.started and over(reading.owned.get(test, 0), self.threshold):
@@ -322,11 +322,16 @@ class Ledger:
         if line.grew is not None and self.fixtures_grew:
             line = dataclasses.replace(line, grew=line.grew - self.fixtures_grew, fixtures_grew=self.fixtures_grew)
         if self.looks is not None and host_named(line, self.host_threshold):
+            from ..readings.host import malloc_figures
             from ..readings.keepers import Walk
 
             previous = self.lines[-1].test if self.lines else ""
             host = self.looks.look(test, previous, Walk(), compiled)
-            line = dataclasses.replace(line, host=host)
+            # what glibc holds freed and has not given back: read for a named test only (mallinfo2
+            # walks its free lists, up to a few ms on a fragmented heap)
+            figures = malloc_figures()
+            kept_free = figures[1] - figures[0] if figures is not None else None
+            line = dataclasses.replace(line, host=host, kept_free=kept_free)
         module_ends = nextitem is None or nextitem.path != item.path
         if reading.started and clear_now(
             self.settings.clear_caches,
@@ -370,7 +375,7 @@ class Ledger:
         for step in (jax.clear_caches, gc.collect, trim_host):
             step()
             rss.append(host_rss())
-        after = self._take(test, malloc=True)
+        after = self._take(test)
         programs = (before.executables or 0) - (after.executables or 0)
         freed = sum(before.devices.values()) - sum(after.devices.values())
         host = None
@@ -465,6 +470,15 @@ class Ledger:
         left = made_at_end(self.reader, [o for o in end.owned if o in tests]) if end.started else []
         held = self.reader.programs_by_site() if end.started else {}
         self._ingredients = (left, self.compiled_sites, held)
+        host_end = None
+        from ..decisions.ledger import end_look_wanted
+
+        wanted = end_look_wanted(self.lines, end.executables, self.threshold, self.host_threshold)
+        if self.looks is not None and wanted:
+            from ..readings.keepers import Walk
+
+            # once, at the end: what tests each under the threshold kept in one place (a cache of datasets)
+            host_end = self.looks.look("(after the last test)", self.lines[-1].test, Walk(), {})
         return Session(
             self.first,
             end,
@@ -478,6 +492,7 @@ class Ledger:
             "" if self.settings.clear_caches == "off" else str(self.settings.clear_caches),
             self.host_share,
             self.host_threshold,
+            host_end,
         )
 
     def report_part(self) -> Any:

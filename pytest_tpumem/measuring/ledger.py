@@ -199,7 +199,7 @@ def explain(
     ``compiled``: the programs it compiled that jax holds, by line."""
     residue = reading.owned.get(test, 0)
     gc.collect()
-    again = reader.read(test, malloc=True)
+    again = reader.read(test)
     collected = max(0, residue - again.owned.get(test, 0))
     arrays = _unique(reader.arrays_of(test))
     from ..readings.arrays import describe
@@ -333,8 +333,9 @@ class NumpyLooks:
         for name, arrays in by_keeper.items():
             arrays.sort(key=lambda a: (-a[0], len(a[2]), a[2]))  # the largest, then its first path: "[0]" before "[5]"
             nbytes, largest, path = arrays[0]
-            where = name and name + (f" at {path}" if path else "") + (
-                f" and {len(arrays) - 1} more" if len(arrays) > 1 else ""
+            # "at [0] and 5 more": the other arrays' paths in the same keeper ("[1]"...); a cache has no path
+            where = name and name + (
+                f" at {path}" + (f" and {len(arrays) - 1} more" if len(arrays) > 1 else "") if path else ""
             )
             out.append(
                 HostArrays(

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import devices as device_readings
 from . import jaxcompat
-from .host import host_rss, malloc_figures
+from .host import host_rss
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,6 @@ class Between:
     peaks: dict[str, int] = field(default_factory=dict)  # the runtime's high-water mark per device (GPU, TPU)
     arrays: dict[str, int] = field(default_factory=dict)  # live arrays' bytes per device (the devices' figure on CPU)
     owned_on: dict[str, dict[str, int]] = field(default_factory=dict)  # owner -> device -> bytes of its arrays
-    # what the C allocator holds and does not have in use (freed, kept for later), where glibc says
-    kept_free: int | None = None
 
     @property
     def outside(self) -> int:
@@ -75,16 +73,12 @@ class BetweenTests:
                 out[device_readings.device_label(dev)] = limit["bytes_limit"]
         return out
 
-    def read(self, owner: str = "", malloc: bool = False) -> Between:
-        """The reading now; arrays and programs not seen before are ``owner``'s; ``malloc``: with
-        what the C allocator holds freed (``kept_free``)."""
+    def read(self, owner: str = "") -> Between:
+        """The reading now; arrays and programs not seen before are ``owner``'s."""
         rss = host_rss()
-        # glibc's mallinfo2 walks its free lists: up to about 0.4 ms on a fragmented heap, so asked for once a test
-        figures = malloc_figures() if malloc else None
-        kept_free = figures[1] - figures[0] if figures is not None else None
         if not jaxcompat.backends_started():
             self._programs = set()  # nothing is compiled without a backend: what comes next is new
-            return Between(False, rss=rss, kept_free=kept_free)
+            return Between(False, rss=rss)
         if self._devices is None:
             self._devices = list(self._devices_of())  # the backend runs: this starts nothing
         devices = self._devices
@@ -104,7 +98,6 @@ class BetweenTests:
             peaks,
             live,
             {owner: {label: n for label, n in on.items() if n} for owner, on in self._live.owned_on.items()},
-            kept_free,
         )
 
     def _compiled(self, listed: list[Any] | None) -> dict[Any, int]:

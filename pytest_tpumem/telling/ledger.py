@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..decisions.ledger import Line, Session
+from ..decisions.ledger import WORKERS_LOOKS, Line, Session
 from ..defaults import HOST_ARRAY_MIN
 from ..measuring.ledger import BEFORE_TESTS, Explanation
 from ..units import format_delta, format_size
@@ -140,7 +140,16 @@ def host_record(line: Line) -> dict[str, Any]:
     if line.host_arrays:
         record["jax_arrays"] = line.host_arrays
     if line.host is not None:
-        record["numpy"] = [
+        record.update(host_record_of(line.host) or {})
+    return record
+
+
+def host_record_of(host: Any) -> dict[str, Any] | None:
+    """A host explanation (measuring.ledger.HostExplanation) as the JSON report keeps it."""
+    if host is None:
+        return None
+    record: dict[str, Any] = {
+        "numpy": [
             {
                 "bytes": a.nbytes,
                 "arrays": a.count,
@@ -148,12 +157,13 @@ def host_record(line: Line) -> dict[str, Any]:
                 "kept_by": a.keeper or None,
                 "site": _site_text(a.site),
             }
-            for a in line.host.numpy
-        ]
-        record["since"] = line.host.since or None
-        record["programs"] = [{"site": _site_text(site), "programs": n} for site, n in line.host.programs]
-        if line.host.cut:
-            record["cut"] = True
+            for a in host.numpy
+        ],
+        "since": host.since or None,
+        "programs": [{"site": _site_text(site), "programs": n} for site, n in host.programs],
+    }
+    if host.cut:
+        record["cut"] = True
     return record
 
 
@@ -426,8 +436,8 @@ def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
         out.append(f"compiled {plural(line.compiled, 'program')} jax holds{each}" + (f": {where}" if where else ""))
     if line.kept_free is not None and line.kept_free > 0:
         out.append(
-            f"the C allocator kept {format_size(line.kept_free)} more freed memory than before it (glibc: freed, "
-            "not given back to the OS; --tpumem-clear-caches' malloc_trim(0) returns it)"
+            f"the C allocator holds {format_size(line.kept_free)} freed and not given back to the OS after it (glibc; "
+            "--tpumem-clear-caches' malloc_trim(0) returns it)"
         )
     if not h.numpy and not line.host_arrays and not line.compiled:
         out.append(
@@ -439,8 +449,26 @@ def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
     return out
 
 
+def _host_kept(session: Session, top: int) -> list[str]:
+    """The keepers of numpy arrays the run made holding the host threshold or more at the end."""
+    kept = session.host_kept()
+    since = session.host_end.since if session.host_end is not None else ""
+    if since == BEFORE_TESTS:
+        made = "made during the run"
+    elif since == WORKERS_LOOKS:
+        made = "made since each worker's last look"
+    else:
+        made = f"made since {since or session.lines[-1].test} ended"
+    return [
+        f"numpy arrays {made} and alive at the end: {format_size(a.nbytes)} ({plural(a.count, 'array')}, e.g. "
+        f"{a.shape}), kept by {a.keeper or 'what the walk did not reach in time'}"
+        for a in kept[:top]
+    ]
+
+
 def _host(session: Session, top: int, where: Callable[[str], str] = _nowhere) -> list[str]:
-    """The tests named for the host memory they grew (--tpumem-host-residue), the most first, and why."""
+    """The tests named for the host memory they grew (--tpumem-host-residue), the most first, and
+    why; then the numpy arrays many tests kept in one place."""
     from ..decisions.ledger import program_cost
 
     least = format_size(session.host_threshold)
@@ -448,7 +476,8 @@ def _host(session: Session, top: int, where: Callable[[str], str] = _nowhere) ->
     if not count:
         if not session.host_threshold or not any(line.grew is not None for line in session.lines):
             return []
-        return [f"no test grew the process's host memory by {least} or more (--tpumem-host-residue)"]
+        none = f"no test grew the process's host memory by {least} or more (--tpumem-host-residue)"
+        return [none, *_host_kept(session, top)]
     worst = session.host_worst(top)
     cost = program_cost(session.lines, session.threshold)
     out = [
@@ -459,7 +488,7 @@ def _host(session: Session, top: int, where: Callable[[str], str] = _nowhere) ->
         outcome = f" ({line.outcome})" if line.outcome and line.outcome != "passed" else ""
         out.append(f"  {format_delta(line.grew or 0)}  {line.test}{where(line.test)}{outcome}")
         out += [f"      {x}" for x in host_lines(line, cost)]
-    return out
+    return out + _host_kept(session, top)
 
 
 def _fixtures(session: Session) -> list[str]:
@@ -652,6 +681,7 @@ def session_record(
         "bytes_limit": dict(session.bytes_limit),
         "remedy": session.remedy,
         "host_limit": list(session.host_limit) if session.host_limit is not None else None,
+        "host_end": host_record_of(session.host_end),
         "made_at_end": [[site, test, n] for (site, test), n in made.items()],
         "programs_by_test": [[_site_text(site), sorted(tests)] for site, tests in programs_by_test.items()],
         "held_programs": [[_site_text(site), n] for site, n in held_programs.items()],
@@ -826,6 +856,7 @@ def account_of(
             remedy=str(sent.get("remedy") or ""),
             host_limit=_host_limit(sent.get("host_limit")),
             host_threshold=host_threshold,
+            host_end=_host_of(sent["host_end"]) if isinstance(sent.get("host_end"), dict) else None,
         )
         counts[worker] = _int(sent.get("tests"), len(lines))
         made += [(site, str(test), _int(n)) for site, test, n in sent.get("made_at_end") or ()]

@@ -245,3 +245,19 @@ def test_the_host_named_tests_are_the_most_first_and_the_backends_start_is_found
     assert [line.index for line in session.host_worst(1)] == [3]
     assert session.host_named_count() == 2
     assert session.backend_start() is lines[0]
+
+
+def test_the_ends_look_runs_where_the_growth_is_not_explained_by_the_backend_and_the_programs():
+    from pytest_tpumem.decisions.ledger import end_look_wanted, unexplained_growth
+
+    compiling = [_host_line(10 * MB, compiled=5, index=i) for i in range(3)]  # 2 MB a program, 30 MB grown
+    started = _host_line(150 * MB, backend_started=True, index=9)
+    lines = [started, *compiling]
+    assert unexplained_growth(lines, 15, 10 * MB) == 0  # 180 MB: 150 the backend's, 15 programs x 2 MB
+    assert not end_look_wanted(lines, 15, 10 * MB, 1)
+    kept = [*lines, _host_line(100 * MB, index=10)]  # 100 MB nothing explains
+    assert unexplained_growth(kept, 15, 10 * MB) == 100 * MB
+    assert end_look_wanted(kept, 15, 10 * MB, 100 * MB) and not end_look_wanted(kept, 15, 10 * MB, 100 * MB + 1)
+    assert not end_look_wanted(kept, 15, 10 * MB, 0)  # --tpumem-host-residue=0: no look
+    assert end_look_wanted(compiling[:2], 15, 10 * MB, 100 * MB)  # no measured cost: the look decides
+    assert not end_look_wanted([], None, 10 * MB, 100 * MB)

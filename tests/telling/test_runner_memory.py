@@ -134,7 +134,7 @@ def test_a_test_named_for_host_memory_is_told_with_every_explanation_it_has():
         "      numpy arrays alive: 120.0MB (3 arrays, e.g. f64[5000000]), made at t.py:12 in test_a, kept by global KEEP of plant at [0] and 2 more",
         "      jax arrays it made, alive on the CPU device (host memory on this backend): 16.0MB",
         "      compiled 4 programs jax holds (about 6.0MB: 1.5MB a program: the median over 3 tests that compiled and kept no arrays): 4 at t.py:12 in test_a",
-        "      the C allocator kept 2.0MB more freed memory than before it (glibc: freed, not given back to the OS; --tpumem-clear-caches' malloc_trim(0) returns it)",
+        "      the C allocator holds 2.0MB freed and not given back to the OS after it (glibc; --tpumem-clear-caches' malloc_trim(0) returns it)",
         "  +110.0MB  t.py::nothing",
         "      nothing alive that a walk of the heap reaches explains it (numpy arrays of 1.0MB or more, jax arrays, programs): memory the allocator or a library kept",
         "      the walk stopped at its time limit: there may be more",
@@ -213,3 +213,32 @@ def test_a_killed_workers_culprits_are_its_host_growth_and_the_backends_start_is
         "  the tests that grew its host memory most: t.py::b +300.0MB, t.py::a +180.0MB (jax's backend started in it)"
         in said
     ), said
+
+
+def test_what_many_tests_kept_in_one_place_is_told_from_the_threshold_and_over_every_worker():
+    from pytest_tpumem.decisions.ledger import account
+    from pytest_tpumem.measuring.ledger import BEFORE_TESTS, HostArrays, HostExplanation
+    from pytest_tpumem.telling.ledger import account_lines
+
+    end = HostExplanation(
+        (
+            HostArrays("the functools cache of load (data)", 100 * MB, 3, "f64[5000000]"),
+            HostArrays("global SMALL of m at [0]", 100 * MB - 1, 1, "f64[1]"),
+        ),
+        since=BEFORE_TESTS,
+    )
+    lines = (_host_line("a", 1, 40 * MB), _host_line("b", 2, 40 * MB))
+    first, last = Between(True, {"cpu:0": 0}, True, 0, 1), Between(True, {"cpu:0": 0}, True, 0, 1)
+    session = Session(first, last, lines, 10 * MB, host_threshold=100 * MB, host_end=end)
+    said = session_lines(session, 5)
+    kept = [s for s in said if s.startswith("numpy arrays made")]
+    assert kept == [
+        "numpy arrays made during the run and alive at the end: 100.0MB (3 arrays, e.g. f64[5000000]), kept by the "
+        "functools cache of load (data)"
+    ]
+    merged = account({"gw1": session}, {"gw1": 2}, {}, [], {}, {}, 10 * MB, 100 * MB)
+    told = [s for s in account_lines(merged, 5, {}) if s.startswith("numpy arrays made")]
+    assert told == [
+        "numpy arrays made since each worker's last look and alive at the end: 100.0MB (3 arrays, e.g. "
+        "f64[5000000]), kept by the functools cache of load (data) on gw1"
+    ]
