@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "_outputs")
 # What moves between runs of the same code: host memory, times. Left out of the README's blocks.
-VOLATILE = re.compile(r"\bhost (RSS|malloc|other|peak)\b|\bin \d+\.\d+s\b|^\s*ran jit\(convert_element_type\)")
+VOLATILE = re.compile(
+    r"\bhost (RSS|malloc|other|peak)\b|\bin \d+\.\d+s\b|^\s*ran jit\(convert_element_type\)|^\s*jax's backend started in test"
+)
 
 
 def _test_module(name: str) -> object:
