@@ -247,10 +247,12 @@ def main() -> None:
         lines = lines_of(ledger)
         named_now = {t for t, line in lines.items() if line["left"] >= 10 * MB}
         worst = max(abs(lines[t]["residue"] - truth[t]) / truth[t] for t in truth)
+        keepers = sorted({h[0]["by"] for t in named_now if (h := lines[t].get("held"))})
         print(
             f"2. planted: {len(truth)} tests called safe_norm ({sum(calls.values())} calls); named: {len(named_now)}; "
             f"named without a call: {len(named_now - set(truth))}; called but not named: {len(set(truth) - named_now)}; "
-            f"worst residue error {100 * worst:.3f}%"
+            f"worst residue error {100 * worst:.3f}%; named with what keeps them: "
+            f"{sum(1 for t in named_now if lines[t].get('held'))} {keepers}"
         )
         os.remove(os.path.join(tmp, "conftest.py"))
 
