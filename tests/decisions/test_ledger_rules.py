@@ -261,3 +261,20 @@ def test_the_ends_look_runs_where_the_growth_is_not_explained_by_the_backend_and
     assert not end_look_wanted(kept, 15, 10 * MB, 0)  # --tpumem-host-residue=0: no look
     assert end_look_wanted(compiling[:2], 15, 10 * MB, 100 * MB)  # no measured cost: the look decides
     assert not end_look_wanted([], None, 10 * MB, 100 * MB)
+
+
+def test_the_host_rules_at_their_edges():
+    """Where mutmut found survivors: a threshold of 1 byte, a growth or program count not read, the
+    first test of a run not the backend's, a top of 0."""
+    from pytest_tpumem.decisions.ledger import Session, end_look_wanted, unexplained_growth
+
+    assert over(1, 1) and not over(0, 1)
+    compiling = [_host_line(10 * MB, compiled=5, index=i) for i in range(3)]  # 2 MB a program
+    unread_start = Line("t.py::s", 9, "passed", True, backend_started=True)  # its growth not read
+    assert unexplained_growth([unread_start, *compiling], 15, 10 * MB) == 0
+    assert unexplained_growth(compiling, None, 10 * MB) == 30 * MB  # no programs listed: none taken off
+    assert end_look_wanted([*compiling, _host_line(1, index=7)], 15, 10 * MB, 1)  # 1 byte unexplained, 1 byte asked
+    lines = (_host_line(150 * MB, index=1), _host_line(300 * MB, backend_started=True, index=2))
+    session = Session(None, None, lines, 10 * MB, host_threshold=100 * MB)
+    assert session.backend_start() is lines[1]
+    assert session.host_worst(0) == [] and session.host_worst(-1) == []
