@@ -164,3 +164,47 @@ def test_the_test_in_which_jaxs_backend_started_is_not_compared_for_host_memory(
         return Report(CPU, {}, ledger=LedgerTests(10 * MB, {"t.py::a": line}, host_threshold=100 * MB))
 
     assert compare(report(150 * MB), report(900 * MB), (parse_tolerance("host_residue:1MB"),)).changes == ()
+
+
+def _ledger(tests, root="", host_threshold=100 * MB):
+    from pytest_tpumem.decisions.entry import LedgerTests
+
+    return Report({**CPU, "rootdir": root}, {}, ledger=LedgerTests(10 * MB, tests, host_threshold=host_threshold))
+
+
+def test_a_residue_is_compared_test_by_test_with_its_figure_named():
+    from pytest_tpumem.decisions.compare import compare_residues
+
+    old = _ledger({"t.py::a": {"residue": 3 * MB, "outcome": "passed"}})
+    new = _ledger({"t.py::a": {"residue": 20 * MB, "outcome": "passed"}})
+    (change,) = compare_residues(old, new, (parse_tolerance("residue:10MB"),))
+    assert (change.nodeid, change.figure, change.old, change.new, change.regressed_beyond) == (
+        "t.py::a",
+        "residue",
+        3 * MB,
+        20 * MB,
+        "residue:10MB",
+    )
+    assert compare_residues(Report(CPU, {}), new, ()) == [] and compare_residues(old, Report(CPU, {}), ()) == []
+
+
+def test_residues_are_matched_across_rootdirs_where_a_path_suffix_alone_cannot_tell():
+    from pytest_tpumem.decisions.compare import compare_residues
+
+    line = {"residue": 0, "outcome": "passed"}
+    old = _ledger({"a/t.py::x": {**line, "residue": 5 * MB}, "b/t.py::x": line}, root="/r")
+    new = _ledger({"t.py::x": {**line, "residue": 9 * MB}}, root="/r/a")  # pytest run from /r/a
+    (change,) = compare_residues(old, new, ())
+    assert (change.nodeid, change.old, change.new) == ("t.py::x", 5 * MB, 9 * MB)
+
+
+def test_a_host_growth_is_compared_from_a_one_byte_threshold_and_one_given_back_counts_as_none():
+    from pytest_tpumem.decisions.compare import compare_residues
+
+    def ledger(grew, threshold):
+        return _ledger({"t.py::a": {"residue": 0, "host": {"rss": 1, "grew": grew}}}, host_threshold=threshold)
+
+    (change,) = compare_residues(ledger(0, 1), ledger(1, 1), ())
+    assert (change.nodeid, change.figure, change.old, change.new) == ("t.py::a", "host_residue", 0, 1)
+    (gave_back,) = compare_residues(ledger(150 * MB, 100 * MB), ledger(-5 * MB, 100 * MB), ())
+    assert (gave_back.old, gave_back.new) == (150 * MB, 0)
