@@ -142,6 +142,9 @@ class Ledger:
 
         # the numpy arrays seen alive at the last look (a test named for host memory is explained with the new ones)
         self.looks = NumpyLooks(defaults.HOST_ARRAY_MIN) if self.host_threshold else None
+        from ..readings.keepers import Budget
+
+        self.walks = Budget()  # the run's time for walks of the heap and of referrers
         self.reader = BetweenTests(self._devices)
         self.first: Any = None  # the reading before the first test
         self.last: Any = None  # the last reading
@@ -312,7 +315,9 @@ class Ledger:
 
             values = {f"{owner}'s value": _value(fixturedef) for owner, fixturedef in self.active.items()}
             values.update(module_values(getattr(item, "module", None)))
-            reading, explanation = explain(self.reader, test, reading, self.outcome, values, compiled)
+            walk = self.walks.walk()
+            reading, explanation = explain(self.reader, test, reading, self.outcome, values, compiled, walk)
+            walk.spend()
         for site in compiled:
             self.compiled_sites.setdefault(site, set()).add(test)
         ended = tuple((owner, reading.owned.get(owner, 0)) for owner in self.ended)
@@ -323,10 +328,11 @@ class Ledger:
             line = dataclasses.replace(line, grew=line.grew - self.fixtures_grew, fixtures_grew=self.fixtures_grew)
         if self.looks is not None and host_named(line, self.host_threshold):
             from ..readings.host import malloc_figures
-            from ..readings.keepers import Walk
 
             previous = self.lines[-1].test if self.lines else ""
-            host = self.looks.look(test, previous, Walk(), compiled)
+            walk = self.walks.walk()
+            host = self.looks.look(test, previous, walk, compiled)
+            walk.spend()
             # what glibc holds freed and has not given back: read for a named test only (mallinfo2
             # walks its free lists, up to a few ms on a fragmented heap)
             figures = malloc_figures()
@@ -475,10 +481,10 @@ class Ledger:
 
         wanted = end_look_wanted(self.lines, end.executables, self.threshold, self.host_threshold)
         if self.looks is not None and wanted:
-            from ..readings.keepers import Walk
-
             # once, at the end: what tests each under the threshold kept in one place (a cache of datasets)
-            host_end = self.looks.look("(after the last test)", self.lines[-1].test, Walk(), {})
+            walk = self.walks.walk()
+            host_end = self.looks.look("(after the last test)", self.lines[-1].test, walk, {})
+            walk.spend()
         return Session(
             self.first,
             end,

@@ -192,11 +192,13 @@ def explain(
     outcome: str,
     values: dict[str, Any],
     compiled: dict[Any, int],
+    walk: Any = None,
 ) -> tuple[Between, Explanation]:
     """Why ``test`` left ``reading.owned[test]`` behind; the reading again after gc.collect() (the
     line's figures: what only reference cycles held is not left behind) and the explanation.
     ``values``: what may hold the test's arrays (wider-scope fixtures' values, the module's globals);
-    ``compiled``: the programs it compiled that jax holds, by line."""
+    ``compiled``: the programs it compiled that jax holds, by line; ``walk``: a
+    readings.keepers.Walk for the arrays none of ``values`` keeps (None: not looked for)."""
     residue = reading.owned.get(test, 0)
     gc.collect()
     again = reader.read(test)
@@ -208,11 +210,9 @@ def explain(
     if outcome in RAISED:
         ids = traceback_arrays(_last_exception())
         held_by_tb = sum(info.nbytes for a in arrays if _key(a) in ids and (info := describe(a)) is not None)
-    from ..readings.keepers import Walk
-
     explanation = Explanation(
         made=made_by_line(arrays),
-        held=holders(values, arrays, Walk()),
+        held=holders(values, arrays, walk),
         traceback=held_by_tb,
         collected=collected,
         programs=tuple(sorted(compiled.items(), key=lambda kv: (-kv[1], str(kv[0])))),

@@ -81,14 +81,33 @@ def _step(holder: Any, child: Any) -> Step | None:
     return ("in", type(holder).__name__)
 
 
+RUN_WALK_S = 20.0  # the most the walks of one run take together: past it, a named test is told without one
+
+
+class Budget:
+    """What is left of a run's time for walks (RUN_WALK_S): each Walk takes its deadline from it."""
+
+    def __init__(self, seconds: float = RUN_WALK_S):
+        self.left = seconds
+
+    def walk(self, seconds: float = WALK_S, ignore: tuple[Any, ...] = ()) -> Walk:
+        """A walk of at most ``seconds`` and what is left; spent once it is (Walk.spend)."""
+        walk = Walk(max(0.0, min(seconds, self.left)), ignore)
+        walk.budget = self
+        return walk
+
+
 class Walk:
     """The walks for one named test, under one deadline (``seconds`` from now)."""
+
+    budget: Budget | None = None
 
     def __init__(self, seconds: float = WALK_S, ignore: tuple[Any, ...] = ()):
         import tracemalloc
 
         # tracing every allocation slows a walk several times: one who turned it on asked for the lines
-        self.deadline = time.monotonic() + seconds * (TRACING_SLOWER if tracemalloc.is_tracing() else 1)
+        self.began = time.monotonic()
+        self.deadline = self.began + seconds * (TRACING_SLOWER if tracemalloc.is_tracing() else 1)
         self.modules: dict[int, str] = {}
         for name, module in list(sys.modules.items()):
             d = getattr(module, "__dict__", None)
@@ -98,6 +117,11 @@ class Walk:
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
+
+    def spend(self) -> None:
+        """Take the time this walk took off its run's budget."""
+        if self.budget is not None:
+            self.budget.left -= time.monotonic() - self.began
 
     def _found(self, holder: Any, child: Any, below: list[Step]) -> Keeper | None:
         """``holder`` as the keeper of ``child`` (``below``: the steps from ``child`` down to what is

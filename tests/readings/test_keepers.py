@@ -139,3 +139,18 @@ def test_the_heap_walk_takes_each_memory_once_and_leaves_out_small_and_borrowed_
 def test_the_heap_walk_of_a_process_without_numpy_finds_nothing(monkeypatch):
     monkeypatch.delitem(sys.modules, "numpy")
     assert Walk(5.0).numpy_arrays(MB) == []
+
+
+def test_a_runs_walks_share_one_budget_and_a_spent_one_walks_no_more(plant):
+    from pytest_tpumem.readings.keepers import Budget
+
+    plant.KEEP = [object()]
+    budget = Budget(0.5)
+    walk = budget.walk(seconds=0.2)
+    assert walk.deadline - walk.began == pytest.approx(0.2)  # the smaller of a walk's and what is left
+    assert str(walk.keeper(plant.KEEP[0])) == "global KEEP of plant at [0]"
+    walk.spend()
+    assert 0.0 < budget.left < 0.5
+    budget.left = 0.0
+    spent = budget.walk()
+    assert spent.out_of_time() and spent.keeper(plant.KEEP[0]) is None and spent.numpy_arrays(1) == []
