@@ -119,6 +119,10 @@ def haiku(python: str) -> None:
         named = sorted(t for t, line in lines.items() if line["left"] >= 10 * MB)
         print(f"4. haiku clean: {len(lines)} tests read; named at 10 MB: {len(named)} {named[:5]}")
         print("   " + clean.stdout.strip().splitlines()[-1])
+        clean_host = host_named(lines, HOST_RESIDUE)
+        print(
+            f"   host: named at {HOST_RESIDUE // MB} MB: {len(clean_host)} {sorted(clean_host)[:5]}; {grew_most(lines)}"
+        )
         calls_path = os.path.join(tmp, "calls.json")
         run(
             python,
@@ -132,10 +136,6 @@ def haiku(python: str) -> None:
         )
         with open(calls_path) as f:
             calls = json.load(f)
-        clean_host = host_named(lines, HOST_RESIDUE)
-        print(
-            f"   host: named at {HOST_RESIDUE // MB} MB: {len(clean_host)} {sorted(clean_host)[:5]}; {grew_most(lines)}"
-        )
         run(
             python,
             root,
@@ -177,14 +177,12 @@ PLANTED_HOST_RESIDUE = 15 * MB  # under the planted 20 MB a call, for the plante
 
 
 def host_named(lines: dict[str, dict], threshold: int) -> set[str]:
-    """The tests a ledger names for host memory (decisions.ledger.host_named, from the recorder's lines)."""
-    return {
-        t
-        for t, line in lines.items()
-        if isinstance((line.get("host") or {}).get("grew"), int)
-        and not line["host"].get("backend_started")
-        and line["host"]["grew"] >= threshold
-    }
+    """The tests a ledger names for host memory, by the plugin's own rule (decisions.ledger.host_named)
+    on the recorder's lines."""
+    from pytest_tpumem.decisions.ledger import host_named as named
+    from pytest_tpumem.telling.ledger import line_of_record
+
+    return {t for t, line in lines.items() if named(line_of_record(t, line), threshold)}
 
 
 def grew_most(lines: dict[str, dict]) -> str:

@@ -6,6 +6,7 @@ from readings.between, the explanations from measuring.ledger."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +158,7 @@ def program_cost(lines: tuple[Line, ...] | list[Line], threshold: int) -> tuple[
     over the tests that compiled programs and left neither arrays at the residue threshold nor
     numpy arrays a look found, of their host growth (less their jax arrays on CPU devices) a program; and how many tests it is taken
     over. None where fewer than PROGRAM_COST_TESTS such tests ran (the runtime does not say)."""
-    each = sorted(
+    each = [
         (line.grew - line.host_arrays) / line.compiled
         for line in lines
         if line.compiled > 0
@@ -165,12 +166,10 @@ def program_cost(lines: tuple[Line, ...] | list[Line], threshold: int) -> tuple[
         and not line.backend_started
         and not over(line.left, threshold)
         and not (line.host is not None and line.host.numpy)
-    )
+    ]
     if len(each) < PROGRAM_COST_TESTS:
         return None
-    middle = len(each) // 2
-    median = each[middle] if len(each) % 2 else (each[middle - 1] + each[middle]) / 2
-    return max(0, int(median)), len(each)
+    return max(0, int(statistics.median(each))), len(each)
 
 
 def unexplained_growth(lines: tuple[Line, ...] | list[Line], programs_held: int | None, threshold: int) -> int | None:

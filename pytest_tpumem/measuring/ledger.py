@@ -156,7 +156,6 @@ def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tupl
     one Holder a holder, its first path, the bytes of the arrays it keeps; largest first. The arrays
     none of them keeps are looked for up their referrers (``walk``: readings.keepers.Walk, under its
     deadline) to a module's global, a class's attribute, a closure, a cache, wherever it is."""
-    from ..readings.arrays import describe
 
     wanted = {_key(a) for a in arrays}
     out = []
@@ -166,9 +165,7 @@ def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tupl
         if not found:
             continue
         kept.update(_key(a) for _, a in found)
-        nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
-        path = found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
-        out.append(Holder(name, path, nbytes))
+        out.append(_holder(name, found))
     if walk is not None:
         rest = [a for a in arrays if _key(a) not in kept]
         by_keeper: dict[str, list[Any]] = {}
@@ -178,11 +175,16 @@ def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tupl
             keeper = walk.keeper(a)
             if keeper is not None:
                 by_keeper.setdefault(keeper.name, []).append((keeper.path, a))
-        for name, found in by_keeper.items():
-            nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
-            path = found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
-            out.append(Holder(name, path, nbytes))
+        out += [_holder(name, found) for name, found in by_keeper.items()]
     return tuple(sorted(out, key=lambda h: (-h.nbytes, h.holder)))
+
+
+def _holder(name: str, found: list[tuple[str, Any]]) -> Holder:
+    """A holder of ``found`` ((pytree path, array) pairs): its first path, the bytes of them all."""
+    from ..readings.arrays import describe
+
+    nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
+    return Holder(name, found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else ""), nbytes)
 
 
 def explain(
@@ -274,15 +276,14 @@ class NumpyLooks:
         self.min_bytes = min_bytes
         self.seen: dict[int, Any] = {}  # id of an array owning its memory -> a weak reference to it
         self.since = ""
-        self.cost = 0.0  # seconds the looks took, over the run
 
     def _remember(self, found: list[tuple[Any, Any, Any]]) -> None:
         import weakref
 
+        from ..readings.keepers import memory_of
+
         for array, _, _ in found:
-            root = array
-            while getattr(root, "base", None) is not None:
-                root = root.base
+            root = memory_of(array)
             key = id(root)
             if key not in self.seen:
                 try:
@@ -298,30 +299,22 @@ class NumpyLooks:
 
     def start(self) -> None:
         """The look before the first test."""
-        import time
-
         from ..readings.keepers import Walk
 
-        began = time.perf_counter()
         self._remember(Walk().numpy_arrays(self.min_bytes))
-        self.cost += time.perf_counter() - began
 
     def look(self, test: str, previous: str, walk: Any, programs: dict[Any, int]) -> HostExplanation:
         """The numpy arrays alive now that no look before saw, by what keeps them; the look is then
         ``test``'s. ``previous``: the test before it ("" for the first); ``programs``: what it
         compiled that jax holds, by line."""
-        import time
-
         from ..readings.arrays import shape_text
         from ..readings.host import allocated_at
+        from ..readings.keepers import memory_of
 
-        began = time.perf_counter()
         found = walk.numpy_arrays(self.min_bytes)
         new = []
         for array, holder, steps in found:
-            root = array
-            while getattr(root, "base", None) is not None:
-                root = root.base
+            root = memory_of(array)
             if id(root) not in self.seen:
                 new.append((root.nbytes, array, holder, steps))
         by_keeper: dict[str, list[tuple[int, Any, str]]] = {}
@@ -350,7 +343,6 @@ class NumpyLooks:
         self.since = test
         self._remember(found)
         cut = walk.out_of_time()
-        self.cost += time.perf_counter() - began
         return HostExplanation(
             tuple(sorted(out, key=lambda h: (-h.nbytes, h.keeper))),
             since,

@@ -229,10 +229,18 @@ class Walk:
         return list(found.values())
 
 
-def _large(ndarray: Any, min_bytes: int, value: Any) -> bool:
-    root = value
+def memory_of(array: Any) -> Any:
+    """The numpy array whose memory ``array`` is (itself where it owns it; a view's base, its
+    base's, ...); a base that is not a numpy array (a bytes object, a jax buffer) ends the walk."""
+    ndarray = sys.modules["numpy"].ndarray
+    root = array
     while isinstance(root.base, ndarray):
         root = root.base
+    return root
+
+
+def _large(min_bytes: int, value: Any) -> bool:
+    root = memory_of(value)
     return root.base is None and root.nbytes >= min_bytes
 
 
@@ -244,9 +252,7 @@ def _any_large(ndarray: Any, min_bytes: int, referents: list[Any]) -> bool:
     for _ in range(UNTRACKED_DEPTH + 1):
         kinds = set(map(type, level))
         arrays = {k for k in kinds if issubclass(k, ndarray)}
-        if arrays and any(
-            _large(ndarray, min_bytes, a) for a in compress(level, map(arrays.__contains__, map(type, level)))
-        ):
+        if arrays and any(_large(min_bytes, a) for a in compress(level, map(arrays.__contains__, map(type, level)))):
             return True
         if not kinds & _CONTAINERS:
             return False
@@ -266,9 +272,7 @@ def _look(
     array, the tracked holder, the steps down))."""
     value = chain[-1][1]
     if isinstance(value, ndarray):
-        root: Any = value
-        while isinstance(root.base, ndarray):
-            root = root.base
+        root = memory_of(value)
         if root.base is None and root.nbytes >= min_bytes and id(root) not in found:
             steps = [s for c, child in chain if (s := _step(c, child)) is not None]
             found[id(root)] = (value, chain[0][0], steps)
