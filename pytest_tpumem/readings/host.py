@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _proc_status(key: str) -> int | None:
@@ -17,10 +20,17 @@ def _proc_status(key: str) -> int | None:
 
 
 def host_rss() -> int | None:
-    """Resident set size of this process in bytes, or None where it cannot be read."""
-    rss = _proc_status("VmRSS")
-    if rss is not None:
-        return rss
+    """Resident set size of this process in bytes, or None where it cannot be read. From
+    /proc/self/statm's second field, in pages (proc(5): the same figure as VmRSS of
+    /proc/self/status, about a quarter of the cost to read: it is read two or three times a test)."""
+    try:
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        try:
+            return int(os.read(fd, 256).split()[1]) * _PAGE
+        finally:
+            os.close(fd)
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         import psutil  # optional, for platforms without /proc
 

@@ -212,10 +212,12 @@ class Walk:
             for start in range(0, len(objects), CHUNK):
                 if self.out_of_time():
                     break
-                chunk = [o for o in objects[start : start + CHUNK] if not isinstance(o, types.FrameType)]
+                chunk = objects[start : start + CHUNK]
                 if not _any_large(ndarray, min_bytes, gc.get_referents(*chunk)):
                     continue  # most of the heap: one call for the chunk, no list an object
                 for obj in chunk:
+                    if isinstance(obj, types.FrameType):
+                        continue  # a running function's locals: not what a test left
                     for value in gc.get_referents(obj):
                         t = type(value)
                         if (
@@ -250,13 +252,14 @@ def _any_large(ndarray: Any, min_bytes: int, referents: list[Any]) -> bool:
     a big heap costs about 1 s, this about a fifth of that."""
     level = referents
     for _ in range(UNTRACKED_DEPTH + 1):
-        kinds = set(map(type, level))
+        kinds_of = list(map(type, level))
+        kinds = set(kinds_of)
         arrays = {k for k in kinds if issubclass(k, ndarray)}
-        if arrays and any(_large(min_bytes, a) for a in compress(level, map(arrays.__contains__, map(type, level)))):
+        if arrays and any(_large(min_bytes, a) for a in compress(level, map(arrays.__contains__, kinds_of))):
             return True
-        if not kinds & _CONTAINERS:
+        if kinds.isdisjoint(_CONTAINERS):
             return False
-        held = compress(level, map(_CONTAINERS.__contains__, map(type, level)))
+        held = compress(level, map(_CONTAINERS.__contains__, kinds_of))
         below = list(filterfalse(gc.is_tracked, held))
         if not below:
             return False

@@ -92,3 +92,15 @@ def test_this_machine_has_a_limit_it_can_read():
 )
 def test_the_oom_killers_count_is_read_up_the_cgroup_path(tmp_path, files, expected):
     assert oom_kills(_tree(tmp_path, files)) == expected
+
+
+def test_host_rss_is_the_kernels_vmrss():
+    """host_rss reads /proc/self/statm (cheaper than status): the same figure as VmRSS, read
+    between two reads of status with nothing allocated between them."""
+    from pytest_tpumem.readings.host import _proc_status, host_rss
+
+    before = _proc_status("VmRSS")
+    rss = host_rss()
+    after = _proc_status("VmRSS")
+    assert before is not None and after is not None and rss is not None
+    assert min(before, after) - 64 * 1024 <= rss <= max(before, after) + 64 * 1024
