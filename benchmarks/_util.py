@@ -106,6 +106,9 @@ def base_env() -> dict:
     env["JAX_PLATFORMS"] = "cpu"
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_PLUGINS", None)
+    # bytecode is written and read as where the package is installed (pip compiles it): without it
+    # each run compiles the plugin's modules again, 0.2 s here that no user pays
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
