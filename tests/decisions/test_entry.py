@@ -36,6 +36,23 @@ def test_merged_entries_keep_the_worst_and_the_largest_and_name_a_shared_device_
 
 
 @pytest.mark.parametrize(
+    ("outcomes", "merged"),
+    [
+        (("passed", "skipped"), "passed"),
+        (("skipped", "passed"), "passed"),
+        (("skipped", "failed", "passed"), "failed"),
+        (("", "skipped"), "skipped"),
+        (("", ""), ""),
+    ],
+)
+def test_a_test_run_in_one_process_and_skipped_in_another_merges_as_run(outcomes, merged):
+    """A test's outcome over several processes: failed wherever one failed, else passed where one
+    ran it, else skipped; unknown ("") last."""
+    given = [(i, Entry(outcome=o, peaks={f"cpu:{i}": 1})) for i, o in enumerate(outcomes)]
+    assert merged_entries(given).outcome == merged
+
+
+@pytest.mark.parametrize(
     "entry, says",
     [
         ({}, '"verdict" is missing or not text'),
@@ -71,6 +88,25 @@ def test_every_key_of_a_context_of_the_wrong_type_is_refused_by_name(key):
     with pytest.raises(ReportError) as e:
         Report.from_json(data, "r.json")
     assert str(e.value) == f'r.json: context "{key}" is {WRONG[kind]!r}, not {kind}'
+
+
+@pytest.mark.parametrize("key", sorted(entries._CONTEXT))
+def test_every_key_of_a_process_s_context_of_the_wrong_type_is_refused_by_name(key):
+    """A merged report keeps each process's context under "processes": each is checked as the top
+    one is (merge and show read them), and the refusal names which."""
+    kind, _ = entries._CONTEXT[key]
+    processes = [{"process_index": 0}, {key: WRONG[kind]}]
+    data = {"schema": entries.SCHEMA, "version": entries.VERSION, "context": {}, "processes": processes, "tests": {}}
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value) == f'r.json: processes[1] "{key}" is {WRONG[kind]!r}, not {kind}'
+
+
+def test_a_process_s_index_out_of_range_is_refused_naming_the_process():
+    data = {"schema": entries.SCHEMA, "version": entries.VERSION, "context": {}, "tests": {}}
+    assert Report.from_json({**data, "processes": [{"process_index": 2**31}]}, "r.json").processes
+    with pytest.raises(ReportError, match=r'^r\.json: processes\[0\] "process_index" is -1, out of range$'):
+        Report.from_json({**data, "processes": [{"process_index": -1}]}, "r.json")
 
 
 def test_a_report_of_this_version_is_read_and_of_the_next_refused():
@@ -109,6 +145,16 @@ def test_a_tests_verdict_is_the_worst_of_its_checks_in_any_order():
     assert Entry.of([leak, ok]).verdict is Entry.of([ok, leak]).verdict is Verdict.LEAK
     assert Entry.of([over, ok, leak]).verdict is Verdict.LEAK and Entry.of([ok, over]).verdict is Verdict.OVER_BUDGET
     assert Entry.of([]).verdict is Verdict.OK
+
+
+def test_a_tests_budget_is_the_first_its_checks_gave():
+    """A test's records (its budget's check first, then a target's, a marker's, a fixture's calls)
+    keep the first budget given; a record with none (a peak's) gives none."""
+    peak = {"check": "peak", "verdict": "ok", "budget": None, "peaks": {"cpu:0": MB}}
+    first = {"check": "budget", "verdict": "ok", "budget": 10 * MB, "peaks": {"cpu:0": MB}}
+    later = {"check": "budget", "verdict": "ok", "budget": 20 * MB, "peaks": {"v5e:2x2": MB}}
+    assert Entry.of([peak, first, later]).budget == 10 * MB
+    assert Entry.of([later, first]).budget == 20 * MB and Entry.of([peak]).budget is None
 
 
 def _ledger(tests, threshold=10 * MB, crashed=()):

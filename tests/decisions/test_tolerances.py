@@ -208,3 +208,38 @@ def test_a_host_growth_is_compared_from_a_one_byte_threshold_and_one_given_back_
     assert (change.nodeid, change.figure, change.old, change.new) == ("t.py::a", "host_residue", 0, 1)
     (gave_back,) = compare_residues(ledger(150 * MB, 100 * MB), ledger(-5 * MB, 100 * MB), ())
     assert (gave_back.old, gave_back.new) == (150 * MB, 0)
+
+
+def test_a_residue_of_a_test_that_failed_in_the_baseline_is_shown_and_never_judged():
+    """The baseline's residue of a failed test is cut short (its figures stopped where it failed):
+    the change is told, no tolerance judges it; the same change after a pass regresses."""
+    from pytest_tpumem.decisions.compare import compare_residues
+
+    tolerances = (parse_tolerance("residue:10MB"),)
+    new = _ledger({"t.py::a": {"residue": 50 * MB, "outcome": "passed"}})
+    failed = _ledger({"t.py::a": {"residue": 0, "outcome": "failed"}})
+    (change,) = compare_residues(failed, new, tolerances)
+    assert (change.figure, change.old, change.new, change.regressed) == ("residue", 0, 50 * MB, False)
+    assert not compare(failed, new, tolerances).failed
+    passed = _ledger({"t.py::a": {"residue": 0, "outcome": "passed"}})
+    (judged,) = compare_residues(passed, new, tolerances)
+    assert judged.regressed_beyond == "residue:10MB"
+
+
+@pytest.mark.parametrize(
+    ("outcome_a", "outcome_b", "regressed"), [("passed", "failed", True), ("failed", "passed", False)]
+)
+def test_the_residue_gate_judges_a_test_moved_with_its_rootdir_by_its_own_baseline_outcome(
+    outcome_a, outcome_b, regressed
+):
+    """Run from /r/a, ``t.py::x`` is the baseline's ``a/t.py::x`` (not ``b/t.py::x``, which a path
+    suffix alone cannot tell apart): its residue is gated, unless that test failed in the baseline."""
+    tolerances = (parse_tolerance("residue:10MB"),)
+    old = _ledger(
+        {"a/t.py::x": {"residue": 0, "outcome": outcome_a}, "b/t.py::x": {"residue": 0, "outcome": outcome_b}}, "/r"
+    )
+    new = _ledger({"t.py::x": {"residue": 50 * MB, "outcome": "passed"}}, root="/r/a")
+    comparison = compare(old, new, tolerances)
+    (change,) = comparison.changes
+    assert (change.nodeid, change.figure, change.old, change.new) == ("t.py::x", "residue", 0, 50 * MB)
+    assert change.regressed is regressed and comparison.failed is regressed
