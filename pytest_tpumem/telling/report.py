@@ -140,6 +140,7 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
     seen: dict[tuple[Any, ...], str] = {}
     indexes: dict[int, str] = {}  # process_index -> the report that had it
     tests: dict[str, list[tuple[int, Entry]]] = {}
+    stated: dict[str, tuple[Any, str]] = {}  # platform, device kind -> the first said, and by which report
     for path, report in reports:
         if report.version != reports[0][1].version:
             raise ReportError(
@@ -160,10 +161,13 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
             if index is not None:
                 indexes[index] = path
             for k, what in (("platform", "platform"), ("device_kind", "device kind")):
-                first = contexts[0].get(k) if contexts else None
-                if first and context.get(k) and context[k] != first:
+                value = context.get(k)
+                if not value:
+                    continue  # a process in which no backend started says none
+                first = stated.setdefault(k, (value, path))
+                if value != first[0]:
                     raise ReportError(
-                        f"{path}: {what} {context[k]!r}, but {reports[0][0]} has {first!r}; merge reports of one run"
+                        f"{path}: {what} {value!r}, but {first[1]} has {first[0]!r}; merge reports of one run"
                     )
             contexts.append(context)
         index = report.context.get("process_index")
@@ -174,6 +178,7 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
     finished = [str(c["finished"]) for c in contexts if c.get("finished")]
     context = {
         **contexts[0],
+        **{k: value for k, (value, _) in stated.items()},
         "process_index": None,
         "process_count": max(int(c.get("process_count") or 1) for c in contexts),
         "merged_from": len(contexts),

@@ -38,6 +38,21 @@ def test_a_process_that_does_not_say_its_platform_is_merged(wire):
     assert merged.context["platform"] == "cpu" and merged.context["merged_from"] == 2
 
 
+def test_reports_are_held_to_the_first_that_says_its_platform(wire):
+    """The first report may say no platform (no backend started in it): the others are held to
+    the first that says one, and the merged report says it (compare reads it to refuse a
+    baseline of another platform)."""
+    reports = [
+        ("a.json", process(wire, 0, count=3, platform=None, device_kind=None)),
+        ("b.json", process(wire, 1, count=3)),
+        ("c.json", process(wire, 2, count=3, platform="gpu")),
+    ]
+    with pytest.raises(ReportError, match=r"^c\.json: platform 'gpu', but b\.json has 'cpu'"):
+        merge_reports(reports)
+    merged = merge_reports(reports[:2])
+    assert (merged.context["platform"], merged.context["device_kind"]) == ("cpu", "cpu")
+
+
 def test_reports_that_do_not_say_their_process_are_numbered_in_the_order_given(wire):
     """Reports of several hosts, none with a process index: the first given is process 0, the next
     process 1, and a device label both use is named with the process: ``p1:cpu:0``."""
