@@ -96,6 +96,15 @@ def test_zero_without_a_unit_says_it_must_be_more_than_zero():
         parse_size("0", what="threshold")
 
 
+def test_a_number_ending_in_its_point_is_that_number_as_python_reads_it():
+    """A number may end in its point, as float("5.") reads it: "5.MB" is 5MB; a point with no digit
+    on either side is no number."""
+    assert [parse_size(v) for v in ("5.MB", "5. GB", "5.B", "10.KiB")] == [5 * 10**6, 5 * 10**9, 5, 10 * 2**10]
+    for bad in (".MB", ". MB", "5..MB"):
+        with pytest.raises(SizeError, match="is not a size"):
+            parse_size(bad)
+
+
 def test_a_fraction_of_a_byte_is_rounded_to_the_nearest():
     assert [parse_size(v) for v in ("1.4B", "1.5B", "0.0015kB", "1.0004kB")] == [1, 2, 2, 1000]
 

@@ -119,6 +119,14 @@ def test_a_vfio_group_of_another_vendor_is_no_chip(tmp_path):
     assert chips.host_chips(str(tmp_path)) == 1
 
 
+def test_a_vfio_group_whose_sysfs_shows_no_device_is_still_a_chip(tmp_path):
+    """Only a vendor seen, and not Google's, makes a group no chip: an empty devices directory tells
+    nothing, as a missing one does, and the group counts."""
+    _touch(tmp_path, "dev/vfio/0", "dev/vfio/1")
+    (tmp_path / "sys/kernel/iommu_groups/0/devices").mkdir(parents=True)  # listed, empty
+    assert chips.host_chips(str(tmp_path)) == 2  # group 1: no sysfs directory at all
+
+
 def test_no_tpu_no_chip(tmp_path):
     assert chips.host_chips(str(tmp_path)) == 0
 

@@ -82,6 +82,14 @@ def test_a_worker_gets_its_gpu_and_a_memory_variable_the_user_set_is_kept(clean_
     assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == ".2"  # the user's, not 0.375
 
 
+def test_the_worker_count_may_come_from_xdists_environment(clean_env):
+    """Where workerinput has no count, pytest-xdist's PYTEST_XDIST_WORKER_COUNT gives it."""
+    clean_env.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    gpus.apply(SimpleNamespace(workerinput={"workerid": "gw2"}), Settings(enabled=True, gpus=2))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # slot 2 of 3 on 2 GPUs: GPU 0, shared with slot 0
+    assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.375"
+
+
 def test_a_users_choice_of_gpus_is_never_overridden(clean_env):
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "3")
     with pytest.raises(
@@ -114,6 +122,26 @@ def test_the_header_says_what_each_worker_gets_and_what_the_user_set():
         "demand (CUDA_VISIBLE_DEVICES, XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION=0.75 split "
         "between the workers on a GPU); kept as set: XLA_PYTHON_CLIENT_MEM_FRACTION=.2"
     )
+
+
+def test_a_replacement_worker_gets_the_gpus_of_the_one_that_crashed(clean_env):
+    """The controller hands each worker its slot under the GPUs' own keys, which the worker reads:
+    gw2, replacing a crashed gw1 of -n 2, gets gw1's GPU, not a usage error for being third."""
+    options = {"collectonly": False, "dist": "load", "tx": ["2*popen"]}
+    registered = {}
+    config = SimpleNamespace(
+        getoption=lambda name, default=None: options.get(name, default),
+        pluginmanager=SimpleNamespace(register=lambda plugin, name: registered.setdefault(name, plugin)),
+    )
+    assert gpus.check_controller(config, Settings(enabled=True, gpus=2)).startswith("tpumem: --tpumem-gpus: 2 ")
+    slots = registered["tpumem-gpus"]
+    nodes = {i: SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(3)}
+    slots.pytest_configure_node(nodes[0])
+    slots.pytest_configure_node(nodes[1])
+    slots.pytest_testnodedown(nodes[1], error="crashed")
+    slots.pytest_configure_node(nodes[2])
+    gpus.apply(worker("gw2", 2, **nodes[2].workerinput), Settings(enabled=True, gpus=2))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
 
 
 RECORD = f"""

@@ -83,10 +83,20 @@ def test_the_pictures_are_well_formed_xml_whatever_a_test_s_name_holds(name, sho
     timeline = leak_timeline(_leak(DEVICE, RSS), name)
     title = xml.dom.minidom.parseString(timeline.encode()).getElementsByTagName("text")[0]  # as a browser reads it
     assert title.firstChild.data == shown
-    records = [{"test": name, "index": 1, "devices": {"cpu:0": 20 * MB}, "change": {"cpu:0": 20 * MB}, "left": 20 * MB}]
-    picture = session_picture(records, 1, 10 * MB, "ledger", True)
-    hover = xml.dom.minidom.parseString(picture.encode()).getElementsByTagName("title")[0]
-    assert hover.firstChild.data == f"{shown}: left 20.0MB"
+    records = [
+        {
+            "test": name,
+            "index": 1,
+            "devices": {"cpu:0": 20 * MB},
+            "change": {"cpu:0": 20 * MB},
+            "left": 20 * MB,
+            "host": {"rss": 300 * MB, "grew": 200 * MB},
+        }
+    ]
+    picture = session_picture(records, 1, 10 * MB, "ledger", True, None, 100 * MB)
+    circles = xml.dom.minidom.parseString(picture.encode()).getElementsByTagName("circle")
+    hovers = {c.getAttribute("class"): c.getElementsByTagName("title")[0].firstChild.data for c in circles}
+    assert hovers == {"named": f"{shown}: left 20.0MB", "host-named": f"{shown}: host memory +200.0MB"}
 
 
 def _session_records():
