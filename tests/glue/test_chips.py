@@ -27,9 +27,9 @@ LEGACY_VARS = ("TPU_CHIPS_PER_HOST_BOUNDS", "TPU_HOST_BOUNDS", "TPU_VISIBLE_DEVI
 def clean_env(monkeypatch):
     """No TPU variable in this process's environment, whatever a test sets is undone after it, and
     jax's backend taken as not started (other tests in this process start it)."""
-    for name in TPU_VARS + LEGACY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    for name in TPU_VARS + LEGACY_VARS + ("PYTEST_XDIST_WORKER_COUNT",):
+        monkeypatch.setenv(name, "")  # recorded, so that what apply() sets is undone: delenv of an unset one is not
+        monkeypatch.delenv(name)
     monkeypatch.setattr(jaxcompat, "backends_started", lambda: False)
     return monkeypatch
 

@@ -16,9 +16,9 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in GPU_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    for name in GPU_VARS + ("PYTEST_XDIST_WORKER_COUNT",):
+        monkeypatch.setenv(name, "")  # recorded, so that what apply() sets is undone: delenv of an unset one is not
+        monkeypatch.delenv(name)
     monkeypatch.setattr(jaxcompat, "backends_started", lambda: False)
     return monkeypatch
 
