@@ -278,3 +278,39 @@ def test_the_host_rules_at_their_edges():
     session = Session(None, None, lines, 10 * MB, host_threshold=100 * MB)
     assert session.backend_start() is lines[1]
     assert session.host_worst(0) == [] and session.host_worst(-1) == []
+
+
+# --- each test's line (line_of) and the lists the summary names, most first ---------------------------
+
+
+def test_a_tests_outside_growth_is_the_change_since_the_reading_before_it():
+    """Device memory no live array holds (programs, the runtime's own) is told as what grew across
+    this test, not all the runtime held before it; the first reading with a backend takes it all."""
+    from pytest_tpumem.decisions.ledger import line_of
+
+    before = Between(True, {"gpu:0": 300 * MB}, arrays={"gpu:0": 100 * MB})  # 200 MB outside the arrays
+    after = Between(True, {"gpu:0": 350 * MB}, arrays={"gpu:0": 120 * MB})  # 230 MB
+    assert line_of("t.py::b", 2, "passed", after, before).outside == 30 * MB
+    assert line_of("t.py::a", 1, "passed", after, Between(False)).outside == 230 * MB  # the backend started in it
+    assert line_of("t.py::a", 1, "passed", after, None).outside == 230 * MB
+    assert line_of("t.py::a", 1, "passed", Between(False), before).outside == 0  # no backend: no figure
+
+
+def test_the_outside_growths_peaks_and_array_patterns_are_told_the_most_first():
+    """The summary's lists of tests (device memory no array holds, peaks) and of lines of code that
+    several tests left arrays from: the largest first, cut at the top asked for."""
+    lines = (
+        Line("t.py::a", 1, "passed", True, outside=20 * MB, peaks={"gpu:0": 200 * MB}),
+        Line("t.py::b", 2, "passed", True, outside=50 * MB, peaks={"gpu:0": 500 * MB, "gpu:1": 1}),
+        Line("t.py::c", 3, "passed", True, outside=10 * MB, peaks={"gpu:1": 300 * MB}),
+        Line("t.py::d", 4, "passed", True, outside=10 * MB - 1),
+    )
+    session = Session(None, None, lines, 10 * MB)
+    assert [line.test for line in session.grew_outside(5)] == ["t.py::b", "t.py::a", "t.py::c"]
+    assert [line.test for line in session.highest(5)] == ["t.py::b", "t.py::c", "t.py::a"]
+    assert [line.test for line in session.grew_outside(1)] == ["t.py::b"] == [x.test for x in session.highest(1)]
+    left = [("a.py:3", "t::1", 6 * MB), ("a.py:3", "t::2", 6 * MB), ("b.py:9", "t::3", 20 * MB), ("b.py:9", "t::4", MB)]
+    assert patterns(left, {}, {}, 10 * MB) == (
+        Pattern("b.py:9", 2, nbytes=21 * MB),
+        Pattern("a.py:3", 2, nbytes=12 * MB),
+    )

@@ -154,3 +154,65 @@ def test_a_runs_walks_share_one_budget_and_a_spent_one_walks_no_more(plant):
     budget.left = 0.0
     spent = budget.walk()
     assert spent.out_of_time() and spent.keeper(plant.KEEP[0]) is None and spent.numpy_arrays(1) == []
+
+
+# --- a named test's arrays explained (measuring.ledger): who holds them, what gc.collect() frees --------
+
+TEST = "t.py::test_a"
+
+
+@pytest.fixture
+def reader():
+    """The ledger's reader with jax's CPU backend started and a first reading taken: what comes
+    alive after it is the test's."""
+    import jax.numpy as jnp
+
+    from pytest_tpumem.readings.between import BetweenTests
+
+    jnp.ones(1).block_until_ready()
+    found = BetweenTests()
+    found.read("(before the first test)")
+    return found
+
+
+def test_a_test_modules_private_globals_may_hold_its_arrays_and_its_dunders_and_code_not(plant):
+    from pytest_tpumem.measuring.ledger import module_values
+
+    plant._CACHE, plant.KEEP, plant.__cached__ = [1], {}, "plant.pyc"
+    plant.np, plant.f, plant.Cls = np, lambda: None, type("Cls", (), {})
+    assert module_values(plant) == {"global _CACHE of plant": plant._CACHE, "global KEEP of plant": plant.KEEP}
+
+
+def test_a_holder_that_keeps_one_array_twice_holds_its_bytes_once(plant, reader):
+    import jax.numpy as jnp
+
+    from pytest_tpumem.measuring.ledger import Holder, fixture_holds, holders, module_values
+
+    array = jnp.ones(MB // 4)  # 1 MiB
+    plant.KEEP = [array, array]
+    reader.read(TEST)
+    assert holders(module_values(plant), [array]) == (Holder("global KEEP of plant", "[0]", MB),)
+    assert fixture_holds(reader, TEST, plant.KEEP) == (Holder(TEST, "[0]", MB),)
+
+
+def test_what_only_a_reference_cycle_kept_is_told_freed_by_gc_collect(plant, reader):
+    import jax.numpy as jnp
+
+    from pytest_tpumem.measuring.ledger import Holder, explain, module_values
+
+    gc.collect()
+    was_on = gc.isenabled()
+    gc.disable()  # the cycle is freed by explain's gc.collect(), not by one that runs before it
+    try:
+        cycle = [jnp.ones(MB // 4)]  # 1 MiB
+        cycle.append(cycle)
+        plant.KEEP = [jnp.ones(MB // 2)]  # 2 MiB
+        reading = reader.read(TEST)
+        del cycle
+        again, explained = explain(reader, TEST, reading, "passed", module_values(plant), {})
+    finally:
+        if was_on:
+            gc.enable()
+    assert reading.owned[TEST] == 3 * MB and again.owned[TEST] == 2 * MB
+    assert explained.collected == MB
+    assert explained.held == (Holder("global KEEP of plant", "[0]", 2 * MB),)

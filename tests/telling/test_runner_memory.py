@@ -2,6 +2,8 @@
 run came to the runner's limit, a climb towards it with when it would reach it, and what the
 remedy (--tpumem-clear-caches) freed, step by step."""
 
+import json
+
 from pytest_tpumem.decisions.ledger import Line, Session
 from pytest_tpumem.readings.between import Between
 from pytest_tpumem.telling.ledger import crash_lines, session_lines
@@ -242,3 +244,31 @@ def test_what_many_tests_kept_in_one_place_is_told_from_the_threshold_and_over_e
         "numpy arrays made since each worker's last look and alive at the end: 100.0MB (3 arrays, e.g. "
         "f64[5000000]), kept by the functools cache of load (data) on gw1"
     ]
+
+
+def test_a_crashed_workers_long_recorder_is_read_from_its_header(tmp_path):
+    """A worker that ran thousands of tests wrote megabytes before it died: all of them up to 64 MiB
+    are read back, its header and its first tests' readings with them."""
+    from pytest_tpumem.telling.ledger import read_recorder, recorder_header
+
+    lines = [recorder_header(1, "gw0", "run-1")] + [
+        {"test": f"t.py::t{i}", "devices": {"cpu:0": 0}, "executables": i, "rss": 100 * MB} for i in range(20_000)
+    ]
+    path = tmp_path / "ledger.gw0.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert path.stat().st_size > 1 << 20  # over a MiB
+    assert read_recorder(str(path)) == lines
+
+
+def test_a_named_tests_lines_past_the_first_three_or_under_its_hundredth_are_counted_in_one_line():
+    """A named test's explanation names three lines of code at most, each 1% of its residue or more;
+    the rest are one line: how many more lines, and their bytes."""
+    from pytest_tpumem.measuring.ledger import Explanation, Made
+    from pytest_tpumem.telling.ledger import explanation_lines
+
+    made = tuple(Made(f"t.py:{i} in test_a", n * MB, 1, "f32[1]") for i, n in enumerate((40, 30, 20, 6, 4), 1))
+    said = explanation_lines(Line("t.py::a", 1, "passed", True, residue=100 * MB, explanation=Explanation(made)))
+    assert said[2:] == ["made at t.py:3 in test_a: 20.0MB (1 array, e.g. f32[1])", "made at 2 more lines: 10.0MB"]
+    small = (made[0], Made("t.py:9 in test_a", MB - 1, 1, "f32[1]"))  # under 1% of the residue: not shown by name
+    said = explanation_lines(Line("t.py::a", 1, "passed", True, residue=100 * MB, explanation=Explanation(small)))
+    assert said == ["made at t.py:1 in test_a: 40.0MB (1 array, e.g. f32[1])", "made at 1 more line: 1000.0kB"]
