@@ -42,7 +42,7 @@ def _unknown_unit(unit: str, value: str, number: str) -> str:
     """What to write instead of a unit that is not one of _UNITS."""
     guess = {"k": "kB", "K": "kB", "m": "MB", "M": "MB", "g": "GB", "G": "GB", "t": "TB", "T": "TB"}.get(unit[:1])
     if guess and unit.lower() in (unit[:1].lower(), unit[:1].lower() + "b", unit[:1].lower() + "ib"):
-        binary = guess[0].upper() + "iB" if guess != "kB" else "KiB"
+        binary = guess[0].upper() + "iB"  # KiB, MiB, GiB, TiB
         return (
             f"unknown unit {unit!r} in {value!r}: write {number}{guess} ({guess} is 10^{_POWER[guess]} bytes) or "
             f'{number}{binary} (2^{_POWER[guess] // 3 * 10}); XLA\'s messages ("19.54G") count in {binary}'

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_tpumem.units import SizeError, format_delta, format_size, parse_size
+from pytest_tpumem.units import SizeError, format_delta, format_size, parse_size, shown_value
 
 
 @pytest.mark.parametrize(
@@ -52,6 +52,32 @@ def test_a_unit_as_xla_or_a_person_writes_it_names_both_spellings(unit, decimal,
         parse_size(f"20{unit}", what="limit")
     assert str(e.value).startswith(f"limit: unknown unit {unit!r} in '20{unit}': write 20{decimal} ({decimal} is 10^")
     assert f"or 20{binary} (2^" in str(e.value)
+
+
+@pytest.mark.parametrize("letter", "kKmMgGtT")
+def test_each_letter_of_a_unit_written_loosely_is_told_in_full(letter):
+    """Every first letter a person or XLA writes, in either case, is told with both of its meanings
+    and what XLA counts in, whole."""
+    decimal = {"k": "kB", "m": "MB", "g": "GB", "t": "TB"}[letter.lower()]
+    power = {"k": 3, "m": 6, "g": 9, "t": 12}[letter.lower()]
+    binary = letter.upper() + "iB"
+    with pytest.raises(SizeError) as e:
+        parse_size(f"5{letter}b")
+    assert str(e.value) == (
+        f"size: unknown unit '{letter}b' in '5{letter}b': write 5{decimal} ({decimal} is 10^{power} bytes) or "
+        f'5{binary} (2^{power // 3 * 10}); XLA\'s messages ("19.54G") count in {binary}'
+    )
+
+
+def test_a_value_is_shown_whole_up_to_40_characters_and_cut_past_them():
+    assert shown_value("x" * 38) == repr("x" * 38)
+    assert shown_value("x" * 39) == repr("x" * 39)[:30] + "... (41 characters)"
+
+
+def test_a_negative_size_where_zero_is_allowed_says_at_least_zero():
+    with pytest.raises(SizeError) as e:
+        parse_size(-1, what="threshold", allow_zero=True)
+    assert str(e.value).startswith("threshold: -1 must be at least 0 bytes; expected an int of bytes")
 
 
 def test_a_number_without_a_unit_is_refused_as_text_and_bytes_as_an_int():
