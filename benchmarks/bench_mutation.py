@@ -13,7 +13,10 @@ the score is killed over the mutants not judged equivalent.
 
 Killed: a test failed. Survived: every test given passed. Timeout: the tests ran past mutmut's
 limit (15x their time unmutated), which is a kill for a mutant that makes a loop endless. No tests:
-no test given to mutmut runs the function."""
+no test given to mutmut runs the function; counted as not killed.
+
+``--table DIR`` prints the table of a kept copy again (a run stopped part way: its mutants not yet
+run are counted under "other")."""
 
 from __future__ import annotations
 
@@ -119,7 +122,7 @@ def table(by_file: dict[str, dict[str, str]], judged: dict[str, str]) -> tuple[s
     head = "| module | " + " | ".join(COLUMNS) + " | killed of non-equivalent |"
     lines = [head, "|" + "---|" * (len(COLUMNS) + 2)]
     for source, c in rows:
-        scored = c["mutants"] - c["equivalent"] - c["no tests"]
+        scored = c["mutants"] - c["equivalent"]  # a mutant no test runs is not killed
         share = f"{100 * (c['killed'] + c['timeout']) / scored:.1f}%" if scored else "-"
         lines.append(f"| {source} | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {share} |")
     return "\n".join(lines), survivors, total
@@ -130,7 +133,12 @@ def main() -> None:
     ap.add_argument("paths", nargs="*", help="mutate only these files or folders (default: [tool.mutmut]'s)")
     ap.add_argument("--keep", metavar="DIR", help="run in DIR (made empty first) and keep it")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--table", metavar="DIR", help="only print the table of a copy kept with --keep")
     a = ap.parse_args()
+    if a.table:
+        text, survivors, _ = table(results(Path(a.table) / "mutants"), equivalents())
+        print(text + f"\n\nsurvivors ({len(survivors)}):\n" + "\n".join("  " + n for n in survivors))
+        return
     mutmut = shutil.which("mutmut", path=os.path.dirname(sys.executable)) or shutil.which("mutmut")
     if mutmut is None:
         raise SystemExit('mutmut is not installed: pip install -e ".[mutation]"')
