@@ -1,15 +1,18 @@
-"""Shared helpers for the benchmarks: summary statistics, tables, subprocess timing."""
+"""Shared helpers for the benchmarks: summary statistics, tables, subprocess timing, a copy of the
+checkout."""
 
 from __future__ import annotations
 
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
@@ -113,3 +116,20 @@ def base_env() -> dict:
 
 
 PY = sys.executable
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def copy_checkout(dest: Path) -> None:
+    """The files git knows of (tracked, and new ones not ignored), as they are in the working tree,
+    copied under ``dest``."""
+    names = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = REPO / os.fsdecode(name)
+        if source.is_file():
+            target = dest / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)

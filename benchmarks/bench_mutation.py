@@ -32,10 +32,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import copy_checkout  # noqa: E402
+
 EQUIVALENT = Path(__file__).resolve().parent / "mutation_equivalent.txt"
-STATUS = {0: "survived", 1: "killed", 3: "killed", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout"}
-STATUS.update({-24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"})
 COLUMNS = ("mutants", "killed", "timeout", "survived", "equivalent", "no tests", "other")
 
 
@@ -48,19 +48,6 @@ def equivalents() -> dict[str, str]:
             if name.strip():
                 out[name.strip()] = why.strip()
     return out
-
-
-def copy_checkout(dest: Path) -> None:
-    """The files git knows of (tracked, and new ones not ignored), as they are in the working tree."""
-    names = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, names):
-        source = REPO / os.fsdecode(name)
-        if source.is_file():
-            target = dest / os.fsdecode(name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
 
 
 def only(pyproject: Path, paths: list[str]) -> None:
@@ -96,12 +83,14 @@ def check_collection(work: Path, env: dict[str, str]) -> None:
 
 
 def results(mutants: Path) -> dict[str, dict[str, str]]:
-    """Source file -> mutant name -> its status, from mutmut's .meta files."""
+    """Source file -> mutant name -> its status as mutmut names it, from mutmut's .meta files."""
+    from mutmut.stats import status_by_exit_code
+
     out: dict[str, dict[str, str]] = {}
     for meta in sorted(mutants.rglob("*.py.meta")):
         source = str(meta.relative_to(mutants))[: -len(".meta")]
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
-        out[source] = {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+        out[source] = {name: status_by_exit_code[code] for name, code in codes.items()}
     return out
 
 

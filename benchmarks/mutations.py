@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import copy_checkout  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -226,17 +228,6 @@ MUTATIONS = [
 # fmt: on
 
 
-def _copy(dest: pathlib.Path) -> None:
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split("\n")
-    for name in filter(None, files):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
 def run(m: Mutation, copy: pathlib.Path) -> tuple[bool, float]:
     """(killed, seconds) of one mutation, applied to ``copy`` and taken back afterwards."""
     target = copy / m.path
@@ -283,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="tpumem-mutants-") as tmp:
         copy = pathlib.Path(tmp)
-        _copy(copy)
+        copy_checkout(copy)
         survivors = []
         for i, m in chosen:
             killed, seconds = run(m, copy)

@@ -156,7 +156,6 @@ def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tupl
     one Holder a holder, its first path, the bytes of the arrays it keeps; largest first. The arrays
     none of them keeps are looked for up their referrers (``walk``: readings.keepers.Walk, under its
     deadline) to a module's global, a class's attribute, a closure, a cache, wherever it is."""
-
     wanted = {_key(a) for a in arrays}
     out = []
     kept: set[Any] = set()
