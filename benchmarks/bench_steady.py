@@ -5,7 +5,8 @@ Runs two suites N times each (alternating), each run in a fresh pytest process u
 a JSON report, while a bounded CPU and memory load runs beside them (benchmarks/_load.py: started
 before the first run, stopped after the last):
 
-- the bundled examples/ (the README's main job), and
+- the bundled examples/ (the README's main job),
+- the clean twins of the planted leaks (tests/planted/test_clean.py), and
 - a generated suite of the cases found on a loaded runner (issue 15): an input made inside a
   budgeted test, a bf16 layer norm, a loop that replaces its state, a numpy array put on the device
   and dropped, a failing test followed by a budgeted one, a clean leak-checked optax training step,
@@ -18,7 +19,7 @@ shown only);
 then the planted leaks' reported rates against their true rates. Goals: no false failure, no
 spread for deterministic figures (peaks, device growth), planted rates within 2%.
 
-    python benchmarks/bench_steady.py --runs 20            # ~25 min here
+    python benchmarks/bench_steady.py --runs 20            # ~30 min here
     python benchmarks/bench_steady.py --runs 3 --no-load   # a quick look
 """
 
@@ -33,6 +34,7 @@ import tempfile
 import textwrap
 import time
 from collections import defaultdict
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _load import background_load, describe  # noqa: E402
@@ -226,8 +228,15 @@ def main() -> None:
         ledger_dir = os.path.join(tmp, "ledger")
         os.mkdir(ledger_dir)
         write_cases(ledger_dir, LEDGER_CASES)
+        twins_dir = os.path.join(tmp, "twins")
+        os.mkdir(twins_dir)
+        twins = (Path(ROOT) / "tests" / "planted" / "test_clean.py").read_text()
+        write_cases(twins_dir, {"conftest.py": CASES["conftest.py"], "test_clean.py": twins})
         suites = {
             "examples": (["examples/"], ROOT),
+            # the clean twins of tests/planted (leak checks of training steps, fixtures, metrics):
+            # once in tests/test_leaks.py, here N times under load
+            "planted clean twins": (["."], twins_dir),
             "cases": ([".", "--tpumem-leak-check=marked"], cases),
             "cases under the sweep": (
                 ["test_peaks.py", "test_train_step.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"],

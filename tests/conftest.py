@@ -13,9 +13,27 @@ import optax  # noqa: F401
 collect_ignore = ["planted"]  # suites run inside pytester by test_leaks.py
 
 
+import fresh  # noqa: E402
 import pytest  # noqa: E402
 
 from pytest_tpumem.decisions.entry import Entry, Report  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "interpreter: pytester's subprocess runs start a new interpreter, not a fork (tests/fresh.py)"
+    )
+
+
+@pytest.fixture
+def pytester(pytester, request):
+    """pytester, whose ``runpytest_subprocess`` forks a server that has imported jax, pytest and the
+    plugins rather than start an interpreter (tests/fresh.py): a new process without ~1.3 s of CPU of
+    imports. ``TPUMEM_TESTS_INTERPRETER=1`` starts an interpreter for every run, as pytester does."""
+    if not os.environ.get("TPUMEM_TESTS_INTERPRETER") and not request.node.get_closest_marker("interpreter"):
+        pytester.runpytest_subprocess = lambda *args, timeout=None: fresh.forked(pytester, *args, timeout=timeout)
+    return pytester
+
 
 MB = 10**6
 

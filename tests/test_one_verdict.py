@@ -69,14 +69,14 @@ def test_the_sweep_fails_what_it_finds_in_every_order(planted, monkeypatch):
     [
         ("test_leaky.py",),
         ("test_clean.py",),
-        ("test_orders.py",),
         ("test_sweep_programs.py",),
-        ("test_sweep_programs.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
         ("test_clean.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
     ],
-    ids=["leaky", "clean", "orders", "programs", "programs-swept", "clean-swept"],
+    ids=["leaky", "clean", "programs", "clean-swept"],
 )
 def test_pytest_and_the_plugin_say_the_same_of_every_planted_suite(planted, monkeypatch, suite, xdist):
+    # test_orders.py, and test_sweep_programs.py under the sweep, are run serially and under xdist
+    # (and checked the same way) by the two tests above
     verdicts.run(planted, *suite, *xdist, monkeypatch=monkeypatch)
 
 

@@ -5,6 +5,9 @@ import sys
 
 import pytest
 
+# what a run imports is the point: each run is a new interpreter (tests/fresh.py)
+pytestmark = pytest.mark.interpreter
+
 CHECK_JAX = """
 import sys
 

@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+# what a run imports and starts is the point: each run is a new interpreter (tests/fresh.py)
+pytestmark = pytest.mark.interpreter
+
 # A test module that configures jax's devices when it is imported, as JAX libraries' sharding tests
 # do. If anything started the backend before collection, the config update raises (the whole module
 # errors at collection) or the device count is not what the module asked for.
