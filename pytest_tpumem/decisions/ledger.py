@@ -18,6 +18,29 @@ def fixture_owner(scope: str, name: str, baseid: str) -> str:
     return f"{scope} fixture {name}" + (f" ({baseid})" if baseid else "")
 
 
+def owner_of_fixture(scope: str, name: str, baseid: str) -> str | None:
+    """Who owns what a fixture makes while it is set up: a fixture of a wider scope itself
+    (fixture_owner); None for a function-scoped one, whose arrays are the test's."""
+    return None if scope == "function" else fixture_owner(scope, name, baseid)
+
+
+def outcome_after(outcome: str, when: str, failed: bool, skipped: bool, xfail: bool) -> str:
+    """A test's outcome in the ledger after one more of its reports (``outcome``: after the reports
+    before it; ``when``: "setup", "call" or "teardown"; ``xfail``: the report has ``wasxfail``): a
+    call that raised as expected is xfailed (pytest keeps its traceback as a failure's), a call that
+    failed failed, a setup or teardown that failed an error; skipped, or passed at its call, where
+    no report before said otherwise."""
+    if xfail and when == "call" and skipped:
+        return "xfailed"
+    if failed:
+        return "failed" if when == "call" else "error"
+    if skipped and not outcome:
+        return "skipped"
+    if when == "call" and not outcome:
+        return "passed"
+    return outcome
+
+
 @dataclass(frozen=True)
 class Line:
     """One test's line: what memory looked like after its teardown and what it left behind."""
@@ -136,6 +159,27 @@ def clear_now(
         limits = device_limits or {}
         return any(setting.reached(n, limits.get(label)) for label, n in (devices or {}).items())
     return isinstance(setting, int) and programs is not None and programs >= setting
+
+
+def remedy_freed(before: Any, after: Any, rss: list[int | None]) -> tuple[tuple[int, int], tuple[int, int, int] | None]:
+    """What --tpumem-clear-caches freed, from the readings before and after it
+    (readings.between.Between): the programs jax held and the devices' bytes; and the host memory
+    each of its steps freed (``rss``: before it, then after each of jax.clear_caches(),
+    gc.collect() and malloc_trim(0)), None where one of those was not read."""
+    programs = (before.executables or 0) - (after.executables or 0)
+    freed = sum(before.devices.values()) - sum(after.devices.values())
+    read = [r for r in rss if r is not None]
+    host = (read[0] - read[1], read[1] - read[2], read[2] - read[3]) if len(read) == len(rss) else None
+    return (programs, freed), host
+
+
+def host_share(limit: int, source: str, workers: str) -> tuple[int, str]:
+    """A process's share of the runner's memory ``limit`` (read from ``source``): the kernel counts
+    a cgroup's processes together, so each of ``workers`` pytest-xdist workers (their count as
+    PYTEST_XDIST_WORKER_COUNT says it; "" outside a worker) gets its part."""
+    if workers.isdecimal() and int(workers) > 1:
+        return limit // int(workers), f"{source}, shared by {workers} pytest-xdist workers"
+    return limit, source
 
 
 def named(line: Line, threshold: int) -> bool:

@@ -14,7 +14,18 @@ from typing import Any
 
 import pytest
 
-from ..decisions.ledger import Line, Session, clear_now, fixture_owner, host_named, line_of, over
+from ..decisions.ledger import (
+    Line,
+    Session,
+    clear_now,
+    host_named,
+    host_share,
+    line_of,
+    outcome_after,
+    over,
+    owner_of_fixture,
+    remedy_freed,
+)
 from ..measuring.ledger import BEFORE_TESTS
 from .options import Settings
 
@@ -251,14 +262,8 @@ class Ledger:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.nodeid != self.current:
             return
-        if hasattr(report, "wasxfail") and report.when == "call" and report.skipped:
-            self.outcome = "xfailed"  # it raised, as expected: pytest keeps its traceback as a failure's
-        elif report.failed:
-            self.outcome = "failed" if report.when == "call" else "error"
-        elif report.skipped and not self.outcome:
-            self.outcome = "skipped"
-        elif report.when == "call" and not self.outcome:
-            self.outcome = "passed"
+        xfail = hasattr(report, "wasxfail")
+        self.outcome = outcome_after(self.outcome, report.when, report.failed, report.skipped, xfail)
 
     def _take(self, owner: str) -> Any:
         """A reading for ``owner``; the programs first seen in it are the running test's."""
@@ -275,10 +280,10 @@ class Ledger:
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         """A fixture of a wider scope: what it makes while set up is its own, not the test's."""
-        if fixturedef.scope == "function" or self.current is None:
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        if owner is None or self.current is None:
             return (yield)
         before = self._take(self.current)  # what the test made so far is the test's
-        owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
         try:
             result = yield
         except BaseException:
@@ -297,10 +302,8 @@ class Ledger:
         return result
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        if fixturedef.scope == "function":
-            return
-        owner = fixture_owner(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
-        if self.active.pop(owner, None) is not None:
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        if owner is not None and self.active.pop(owner, None) is not None:
             self.ended.append(owner)
 
     def _after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -382,17 +385,13 @@ class Ledger:
             step()
             rss.append(host_rss())
         after = self._take(test)
-        programs = (before.executables or 0) - (after.executables or 0)
-        freed = sum(before.devices.values()) - sum(after.devices.values())
-        host = None
-        if all(r is not None for r in rss):
-            host = (rss[0] - rss[1], rss[1] - rss[2], rss[2] - rss[3])
+        freed, host = remedy_freed(before, after, rss)
         cleared = dataclasses.replace(
             line,
             devices=dict(after.devices),
             executables=after.executables,
             rss=after.rss,
-            cleared=(programs, freed),
+            cleared=freed,
             cleared_host=host,
         )
         return after, cleared
@@ -618,7 +617,4 @@ def _host_share(worker: bool) -> tuple[int, str] | None:
     if found is None:
         return None
     limit, source = found
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "") if worker else ""
-    if workers.isdecimal() and int(workers) > 1:
-        return limit // int(workers), f"{source}, shared by {workers} pytest-xdist workers"
-    return limit, source
+    return host_share(limit, source, os.environ.get("PYTEST_XDIST_WORKER_COUNT", "") if worker else "")
