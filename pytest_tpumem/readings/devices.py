@@ -238,14 +238,24 @@ class LiveBytesKept:
         return {label: n for label, n in self._totals.items() if n}
 
     def arrays_of(self, owner: str) -> list[Any]:
-        """The arrays alive at the last reading that ``owner`` made (first seen at one of its readings)."""
+        """The arrays alive at the last reading that ``owner`` made (first seen at one of its
+        readings): a second jax.Array on a buffer counted for another owner is that owner's."""
         out = []
-        for ref, _, _, made_by in self._known.values():
-            if made_by == owner:
+        for ref, shards, _, made_by in self._known.values():
+            if self._counted_for(shards, made_by) == owner:
                 arr = ref()
                 if arr is not None:
                     out.append(arr)
         return out
+
+    def _counted_for(self, shards: tuple[tuple[str, int | None], ...], made_by: str) -> str:
+        """The owner an array's memory is counted for: the first array's on its buffer (jaxlib
+        makes a second jax.Array on the buffer of an array a jit closes over), else its maker."""
+        for label, address in shards:
+            shared = self._buffers.get((label, address)) if address is not None else None
+            if shared is not None:
+                return str(shared[1])
+        return made_by
 
 
 def buffer_key(arr: Any) -> tuple[tuple[str, int], ...] | None:

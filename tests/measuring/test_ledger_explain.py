@@ -187,3 +187,21 @@ def test_what_each_owner_left_alive_at_the_end_is_said_by_line_each_buffer_once(
         ("_ones", "t.py::test_a", 1000),
     ]
     assert a is not None and z is not None
+
+
+def test_a_jit_closing_over_an_earlier_tests_array_does_not_make_it_the_later_tests(reader):
+    """jaxlib makes a second jax.Array on the buffer of an array a jit closes over: the memory is
+    the test's that made the array, not the one whose jit made the second (no line two tests left,
+    no array the later test made)."""
+    kept = _ones(1, 250_000)[0]  # 1 MB, test_a's
+    reader.read("t.py::test_a")
+    out = jax.jit(lambda v: v + kept[:3])(_zeros(3).astype(jnp.float32))  # test_b's: 12 bytes
+    reading = reader.read("t.py::test_b")
+    assert (reading.owned["t.py::test_a"], reading.owned["t.py::test_b"]) == (1_000_000, 12)
+    found = made_at_end(reader, ["t.py::test_a", "t.py::test_b"])
+    assert [(owner, n) for _, owner, n in found] == [("t.py::test_a", 1_000_000), ("t.py::test_b", 12)]
+    _, why = explain(reader, "t.py::test_b", reading, "passed", {}, {})
+    assert [(m.nbytes, m.count) for m in why.made] == [(12, 1)]
+    _, why = explain(reader, "t.py::test_a", reading, "passed", {}, {})
+    assert [(m.site.function, m.nbytes, m.count) for m in why.made] == [("_ones", 1_000_000, 1)]
+    assert out.shape == (3,)
