@@ -434,7 +434,7 @@ class Account:
 
     def fate(self, test: str) -> str | None:
         """The crashed worker of ``test``, whose end was never read (None: its worker ended)."""
-        worker = self.worker_of.get(test, "")
+        worker = self.worker_of.get(test)
         return worker if worker in self.crashed else None
 
 

@@ -102,6 +102,15 @@ def test_the_last_exception_is_pythons_newest_record_of_it(monkeypatch):
     assert _last_exception() is None
 
 
+def test_where_python_kept_no_exception_there_is_none(monkeypatch):
+    older = KeyError("old")
+    monkeypatch.delattr(sys, "last_exc", raising=False)  # Python before 3.12 has no last_exc
+    monkeypatch.setattr(sys, "last_value", older, raising=False)
+    assert _last_exception() is older
+    monkeypatch.delattr(sys, "last_value")
+    assert _last_exception() is None
+
+
 def _explain(reader, outcome, values=None, compiled=None, walk=None, reading=None):
     reading = reading if reading is not None else reader.read(TEST)
     return explain(reader, TEST, reading, outcome, values or {}, compiled or {}, walk)
@@ -161,18 +170,48 @@ def test_a_buffer_two_arrays_share_is_made_once_and_held_once(reader):
 
 
 def test_the_programs_it_compiled_are_the_most_first_then_by_line(reader):
-    _, why = _explain(reader, "passed", compiled={"b.py:2": 3, "c.py:1": 1, "a.py:9": 3})
-    assert why.programs == (("a.py:9", 3), ("b.py:2", 3), ("c.py:1", 1))
+    _, why = _explain(reader, "passed", compiled={"c.py:1": 1, "b.py:2": 3, "a.py:9": 3, "a.py:1": 1})
+    assert why.programs == (("a.py:9", 3), ("b.py:2", 3), ("a.py:1", 1), ("c.py:1", 1))
+
+
+def test_a_residue_the_reading_after_gc_no_longer_sees_was_all_freed(reader):
+    _, why = _explain(reader, "passed", reading=Between(True, owned={TEST: 500}))  # none of it alive now
+    assert why.collected == 500 and why.made == ()
+    _, why = _explain(reader, "passed", reading=Between(True))  # a reading that saw none of the test's
+    assert why.collected == 0
+
+
+def test_arrays_first_seen_at_the_reading_after_gc_are_the_tests_too(reader):
+    reading = reader.read(TEST)
+    late = jnp.ones(250)  # made after the reading explain is given (a finalizer's, say)
+    again, why = _explain(reader, "passed", reading=reading)
+    assert again.owned[TEST] == 1000 and [(m.nbytes, m.count) for m in why.made] == [(1000, 1)]
+    assert why.collected == 0
+    assert late.shape == (250,)
+
+
+def test_arrays_no_value_given_holds_are_looked_for_up_their_referrers(reader, monkeypatch):
+    import types
+
+    from pytest_tpumem.readings.keepers import Walk
+
+    plant = types.ModuleType("plant")
+    monkeypatch.setitem(sys.modules, "plant", plant)
+    plant.KEPT = [jnp.ones(250)]
+    _, why = _explain(reader, "passed", walk=Walk(5.0))
+    assert why.held == (Holder("global KEPT of plant", "[0]", 1000),)
+    _, why = _explain(reader, "passed")
+    assert why.held == ()  # no walk: not looked for
 
 
 def test_a_fixtures_value_holds_what_it_made_by_path_the_largest_first(reader):
     before = jnp.ones(2000)  # alive before its setup: not the fixture's
     reader.read("(before)")
     owner = "module fixture params (t.py)"
-    value = {"b": jnp.ones(250), "w": jnp.ones(1000), "again": None, "old": before}
-    value["again"] = value["w"]
+    value = {"b": jnp.ones(250), "w": jnp.ones(1000), "w_again": None, "old": before}
+    value["w_again"] = value["w"]
     reader.read(owner)
-    assert fixture_holds(reader, owner, value) == (Holder(owner, "['again']", 4000), Holder(owner, "['b']", 1000))
+    assert fixture_holds(reader, owner, value) == (Holder(owner, "['w']", 4000), Holder(owner, "['b']", 1000))
     assert fixture_holds(reader, "module fixture other (t.py)", value) == ()
 
 

@@ -3,8 +3,10 @@ numpy arrays and a real walk of the heap: what no look before saw, by the keeper
 largest array's path first, "and N more"), the largest keeper first, the test after which the look
 before was taken, and a look that forgets an array once it dies."""
 
+import functools
 import gc
 import sys
+import tracemalloc
 import types
 
 import numpy as np
@@ -48,7 +50,7 @@ def test_what_no_look_saw_is_told_by_keeper_the_largest_keeper_first(plant, look
         HostArrays("global _KEPT of plant at [1] and 2 more", 9 * MB, 3, "f64[524288]"),
         HostArrays("global TABLE of plant at ['x']", MB, 1, "u8[1048576]"),
     )
-    assert found.since == "" and not found.cut
+    assert found.since == "" and found.cut is False
     assert found.programs == (("c.py:3", 4), ("a.py:1", 1), ("b.py:2", 1))
 
 
@@ -74,7 +76,7 @@ def test_past_the_deadline_the_arrays_have_no_keeper_and_the_look_says_it_was_cu
     found = walk.numpy_arrays(MB)
     walk.numpy_arrays = lambda min_bytes: found  # the heap's walk done in time, the keepers' not
     looked = looks.look("t.py::test_a", "", _past(walk), {})
-    assert looked.numpy == (HostArrays("", MB, 1, "f64[131072]"),) and looked.cut
+    assert looked.numpy == (HostArrays("", MB, 1, "f64[131072]"),) and looked.cut is True
 
 
 def test_a_view_is_told_by_the_memory_it_views_and_each_memory_once(plant, looks):
@@ -85,16 +87,79 @@ def test_a_view_is_told_by_the_memory_it_views_and_each_memory_once(plant, looks
     del base
 
 
-def test_an_array_seen_is_forgotten_when_it_dies_and_one_without_weak_references_is_skipped(looks):
+def test_an_array_seen_is_forgotten_when_it_dies_and_one_without_weak_references_is_skipped():
     class Unreferenced:
         __slots__ = ("base",)
 
     odd = Unreferenced()
     odd.base = None
     kept = np.ones(4)
+    looks = NumpyLooks(MB)
     before = len(looks.seen)
     looks._remember([(odd, None, None), (kept, None, None)])
     assert id(kept) in looks.seen and len(looks.seen) == before + 1
     del kept
     gc.collect()
     assert len(looks.seen) == before
+
+
+def test_a_keepers_bytes_are_all_its_arrays_and_its_first_path_that_of_the_largest_then_the_shortest(plant, looks):
+    plant.ONE = np.ones(MB // 2)  # 4 MiB in one array
+    plant.MANY = {"b": np.ones(MB // 4), "a": np.ones(MB // 4), "c": np.ones(MB // 8)}  # 2 + 2 + 1 MiB
+    found = looks.look("t.py::test_a", "", Walk(5.0), {})
+    assert [(h.keeper, h.nbytes, h.count) for h in found.numpy] == [
+        ("global MANY of plant at ['a'] and 2 more", 5 * MB, 3),
+        ("global ONE of plant", 4 * MB, 1),
+    ]
+    plant.TWO = [np.ones(MB // 8) for _ in range(11)]
+    plant.TWO[10] = np.ones(MB // 4)
+    plant.TWO[9] = np.ones(MB // 4)
+    found = looks.look("t.py::test_b", "t.py::test_a", Walk(5.0), {})
+    assert [h.keeper for h in found.numpy] == ["global TWO of plant at [9] and 10 more"]  # "[9]" before "[10]"
+
+
+def _load(n):
+    return np.ones(n)
+
+
+def test_a_keeper_with_no_path_is_named_alone(plant, looks):
+    plant.load = functools.cache(_load)
+    plant.load(MB // 8)
+    plant.load(MB // 4)
+    found = looks.look("t.py::test_a", "", Walk(5.0), {})
+    assert [(h.keeper, h.nbytes) for h in found.numpy] == [(f"the functools cache of _load ({__name__})", 3 * MB)]
+
+
+def test_the_largest_arrays_are_looked_for_first_while_time_is_left(plant, looks):
+    plant.SMALL = np.ones(MB // 8)
+    plant.BIG = np.ones(MB // 2)
+    walk = Walk(5.0)
+    keeper = walk.keeper
+
+    def one_then_out(*args):
+        found = keeper(*args)
+        _past(walk)
+        return found
+
+    walk.keeper = one_then_out
+    found = looks.look("t.py::test_a", "", walk, {})
+    assert [(h.keeper, h.nbytes) for h in found.numpy] == [("global BIG of plant", 4 * MB), ("", MB)]
+    assert found.cut is True
+
+
+def test_where_tracemalloc_traces_the_line_that_made_the_largest_array_is_told(plant, looks):
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start(4)
+    try:
+        plant.KEPT = [np.ones(MB // 8), np.ones(MB // 4)]
+        line = sys._getframe().f_lineno - 1
+        found = looks.look("t.py::test_a", "", Walk(5.0), {})
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    (held,) = found.numpy
+    assert held.site is not None and (held.site.file.endswith("test_ledger_numpy_looks.py"), held.site.line) == (
+        True,
+        line,
+    )
