@@ -133,3 +133,13 @@ def test_where_this_jax_cannot_list_programs_a_reading_says_so(monkeypatch):
     reader.read()
     reading = reader.read()
     assert reading.executables is None and reading.compiled == {}
+
+
+def test_a_reading_of_one_device_or_none_reads_what_there_is():
+    """The devices given may be fewer than the backend's (one, or none at all)."""
+    jnp.ones(1).block_until_ready()
+    one = BetweenTests(lambda: local_devices()[:1]).read()
+    assert list(one.devices) == ["cpu:0"] and isinstance(one.executables, int)
+    assert isinstance(one.rss, int) and one.rss > 0
+    none = BetweenTests(lambda: []).read()
+    assert (none.started, none.devices, none.executables, none.compiled) == (True, {}, None, {})

@@ -148,6 +148,22 @@ def test_a_test_in_two_reports_has_the_worst_of_both_and_the_first_budget(wire):
     assert (merged.measured, merged.failed) == (2, 1)
 
 
+def test_a_context_that_says_no_platform_is_still_held_to_its_device_kind(wire):
+    a = process(wire, 0, platform=None, device_kind="cpu")
+    b = process(wire, 1, device_kind="TPU v4")
+    assert (
+        refused(("a.json", a), ("b.json", b))
+        == "b.json: device kind 'TPU v4', but a.json has 'cpu'; merge reports of one run"
+    )
+
+
+def test_the_tests_of_a_report_are_told_under_its_own_process_index_whatever_the_order(wire):
+    """Process 1's report given first: its checks say process 1, and the label both use is process 0's ``p0:``."""
+    shared = merge_reports([("p1.json", process(wire, 1)), ("p0.json", process(wire, 0))]).tests["t.py::a"]
+    assert [c["process_index"] for c in shared.checks] == [1, 0]
+    assert shared.peaks == {"cpu:0": 2 * MB, "p0:cpu:0": MB}
+
+
 def test_the_tests_of_a_report_without_an_index_are_numbered_by_their_place(wire):
     """The third report given, with no process index, is process 2: its device label is ``p2:``."""
     hosts = [(f"h{i}.json", process(wire, i, process_index=None, hostname=f"h{i}")) for i in range(3)]
