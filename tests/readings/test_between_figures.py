@@ -143,3 +143,13 @@ def test_a_reading_of_one_device_or_none_reads_what_there_is():
     assert isinstance(one.rss, int) and one.rss > 0
     none = BetweenTests(lambda: []).read()
     assert (none.started, none.devices, none.executables, none.compiled) == (True, {}, None, {})
+
+
+def test_arrays_read_without_an_owner_are_the_unnamed_owners():
+    cpu0 = local_devices()[0]
+    reader = BetweenTests()
+    reader.read("before")
+    made = jax.device_put(jnp.ones((250_000,), jnp.float32), cpu0)  # 1 MB
+    reading = reader.read()
+    assert reading.owned[""] == MB and any(a is made for a in reader.arrays_of(""))
+    del made
