@@ -3,6 +3,7 @@ comes from (the runtime's, else live arrays'), what is outside the arrays, whose
 programs are whose, and what a reading says before a backend runs. The devices given are the CPU
 backend's, or fakes around them (tests/fakedevice.py) for the runtime's figures CPU does not report."""
 
+import gc
 import inspect
 
 import jax
@@ -111,6 +112,7 @@ def test_whose_arrays_are_whose_and_an_owner_whose_arrays_are_gone_is_not_listed
 
 def test_the_programs_compiled_since_the_last_reading_are_told_by_the_line_that_compiled_them():
     x = jnp.ones(3)
+    gc.collect()  # no earlier test's program is freed between the readings
     reader = BetweenTests()
     first = reader.read()
     assert first.compiled == {}  # what was compiled before the first reading is no one's
