@@ -215,7 +215,7 @@ def _merged_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for r in records:
         verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=rank_of)
         if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
-            r = {k: v for k, v in r.items() if not k.startswith("growth")}
+            r = {k: v for k, v in r.items() if not k.startswith("growth") and k != "threshold"}
         for key, value in r.items():
             if value is None:
                 continue
