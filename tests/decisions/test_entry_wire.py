@@ -1,0 +1,106 @@
+"""The wire format's smaller promises, on hand-built data: an entry's failure written only where
+there is one, what each refusal says in full, the ledger's thresholds and a merged report's
+processes through JSON and back, and what a ledger line's host growth reads as."""
+
+import json
+
+import pytest
+
+from pytest_tpumem.decisions import entry as entries
+from pytest_tpumem.decisions.entry import Entry, LedgerTests, Report
+from pytest_tpumem.errors import ReportError
+
+MB = 10**6
+
+
+def report(**more):
+    return {"schema": entries.SCHEMA, "version": entries.VERSION, "context": {}, "tests": {}, **more}
+
+
+def again(data):
+    return Report.from_json(json.loads(json.dumps(data)), "r.json")
+
+
+def test_an_entry_says_where_it_failed_only_where_it_did():
+    failed = Entry(outcome="failed", failure="E   assert 1 == 2").to_json()
+    assert failed["failure"] == "E   assert 1 == 2"
+    assert Entry.from_json(failed, "r.json", "t.py::a").failure == "E   assert 1 == 2"
+    assert "failure" not in Entry(outcome="passed").to_json()
+
+
+def test_an_entry_that_is_not_an_object_is_refused_naming_the_test():
+    with pytest.raises(ReportError) as e:
+        Entry.from_json(["ok"], "r.json", "t.py::a")
+    assert str(e.value) == "r.json: test 't.py::a': not an object"
+
+
+def test_an_unknown_verdict_is_refused_naming_every_verdict():
+    with pytest.raises(ReportError) as e:
+        Entry.from_json({"verdict": "fine"}, "r.json", "t.py::a")
+    assert str(e.value) == (
+        "r.json: test 't.py::a': \"verdict\" is 'fine', not one of leak, not judged, ok, oom, over budget, regressed"
+    )
+
+
+def test_a_merged_report_s_processes_go_through_json_and_back():
+    processes = ({"process_index": 0, "hostname": "a"}, {"process_index": 1, "hostname": "b"})
+    data = Report({"platform": "cpu", "merged_from": 2}, {}, processes).to_json()
+    assert again(data).processes == processes
+    assert "processes" not in Report({"platform": "cpu"}, {}).to_json()
+
+
+def test_a_ledger_s_thresholds_go_through_json_and_back_and_default_to_zero():
+    ledger = LedgerTests(10 * MB, {}, (), host_threshold=50 * MB)
+    data = Report({"platform": "cpu"}, {}, ledger=ledger).to_json()
+    assert again(data).ledger == ledger and (again(data).ledger.host_threshold, again(data).ledger.threshold) == (
+        50 * MB,
+        10 * MB,
+    )
+    bare = again(report(ledger={"tests": {}})).ledger
+    assert (bare.threshold, bare.host_threshold) == (0, 0)
+
+
+def test_a_ledger_s_host_threshold_is_bytes_from_zero():
+    with pytest.raises(ReportError) as e:
+        Report.from_json(report(ledger={"host_threshold": -1}), "r.json")
+    assert str(e.value) == 'r.json: "ledger" "host_threshold" is -1, not bytes as a whole number from 0 to 2^63-1'
+
+
+@pytest.mark.parametrize(
+    ("host", "grew"),
+    [
+        ({"grew": 5 * MB}, 5 * MB),
+        ({"grew": -MB}, -MB),  # given back
+        ({"grew": "5MB"}, None),
+        ({"grew": True}, None),
+        ({"grew": 5 * MB, "backend_started": True}, None),  # the runtime's own, once a process
+        ({"grew": 5 * MB, "backend_started": False}, 5 * MB),
+        ({}, None),
+        ([5], None),
+    ],
+)
+def test_what_a_test_grew_host_memory_by_is_a_whole_number_or_not_said(host, grew):
+    ledger = LedgerTests(tests={"t.py::a": {"residue": 0, "host": host}})
+    assert ledger.host_grew("t.py::a") == grew and ledger.host_grew("t.py::b") is None
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        ({"bytes": -1}, '"made"[0] "bytes" is -1, not a whole number from 0 to 2^63-1'),
+        ({"arrays": 2**63}, '"made"[0] "arrays" is 9223372036854775808, not a whole number from 0 to 2^63-1'),
+        ({"shape": 3}, '"made"[0] "shape" is 3, not text'),
+    ],
+)
+def test_a_ledger_line_s_made_arrays_are_refused_with_the_range_they_miss(part, says):
+    line = {"index": 1, "outcome": "passed", "residue": 0, "made": [part]}
+    with pytest.raises(ReportError) as e:
+        Report.from_json(report(ledger={"tests": {"t.py::a": line}}), "r.json")
+    assert str(e.value) == f"r.json: \"ledger\" test 't.py::a': {says}"
+
+
+def test_the_first_number_past_any_figure_is_named_after_one_just_within():
+    data = report(added_later=[-(2**63) + 1, 2**63])
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value).startswith("r.json: added_later[1] is 9223372036854775808: past any figure")
