@@ -104,3 +104,38 @@ def test_the_first_number_past_any_figure_is_named_after_one_just_within():
     with pytest.raises(ReportError) as e:
         Report.from_json(data, "r.json")
     assert str(e.value).startswith("r.json: added_later[1] is 9223372036854775808: past any figure")
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ([], 'not a pytest-tpumem report (no "schema": "pytest-tpumem-report")'),
+        ({**report(), "schema": "other-report"}, 'not a pytest-tpumem report (no "schema": "pytest-tpumem-report")'),
+        (report(version=True), "version True is not a whole number"),
+        (report(version="2"), "version '2' is not a whole number"),
+        (report(context=None), '"context" is missing or not an object'),
+        (report(processes={}), '"processes" is not a list of objects'),
+        (report(processes=[{}, 1]), '"processes" is not a list of objects'),
+        (report(tests=[]), '"tests" is missing or not an object'),
+        (report(tests={"t.py::a": {"verdict": "ok", "peak": "1"}}), "test 't.py::a': \"peak\" is '1', not bytes"),
+        (report(context={"devices": ["cpu:0", 0]}), 'context "devices" is not a list of text'),
+        (report(context={"versions": {"jax": 10}}), 'context "versions" is not an object of text'),
+        (report(context={"env": {"XLA_FLAGS": ["--x"]}}), 'context "env" is not an object of text'),
+        (report(processes=[{"env": {"A": 1}}]), 'processes[0] "env" is not an object of text'),
+    ],
+)
+def test_a_report_that_is_not_one_is_refused_saying_what_is_wrong(data, says):
+    with pytest.raises(ReportError) as e:
+        Report.from_json(data, "r.json")
+    assert str(e.value).startswith(f"r.json: {says}")
+
+
+def test_a_context_s_versions_and_env_may_say_nothing_of_a_key():
+    data = report(context={"versions": {"jax": "0.10.2", "libtpu": None}, "env": {"XLA_FLAGS": None}})
+    assert Report.from_json(data, "r.json").context["versions"] == {"jax": "0.10.2", "libtpu": None}
+
+
+def test_a_crashed_worker_s_words_are_a_list_not_one_text():
+    with pytest.raises(ReportError) as e:
+        Report.from_json(report(ledger={"crashed": [{"worker": "gw0", "said": "tpumem: gone"}]}), "r.json")
+    assert str(e.value) == 'r.json: "ledger" "crashed"[0] "said" is \'tpumem: gone\', not a list'
