@@ -8,6 +8,7 @@ import pytest
 
 from pytest_tpumem.decisions import entry as entries
 from pytest_tpumem.decisions.entry import Entry, LedgerTests, Report
+from pytest_tpumem.decisions.verdict import Verdict
 from pytest_tpumem.errors import ReportError
 
 MB = 10**6
@@ -139,3 +140,44 @@ def test_a_crashed_worker_s_words_are_a_list_not_one_text():
     with pytest.raises(ReportError) as e:
         Report.from_json(report(ledger={"crashed": [{"worker": "gw0", "said": "tpumem: gone"}]}), "r.json")
     assert str(e.value) == 'r.json: "ledger" "crashed"[0] "said" is \'tpumem: gone\', not a list'
+
+
+def test_a_context_s_git_is_a_commit_and_whether_it_was_dirty():
+    assert Report.from_json(report(context={"git": {"commit": "abc123", "dirty": None}}), "r.json")
+    with pytest.raises(ReportError) as e:
+        Report.from_json(report(context={"git": {"commit": "abc123", "dirty": "no"}}), "r.json")
+    assert str(e.value) == 'r.json: context "git" is not {"commit": text, "dirty": true, false or null}'
+
+
+def test_a_context_s_bytes_limit_is_bytes_from_zero():
+    assert Report.from_json(report(context={"bytes_limit": 2**63 - 1}), "r.json").context["bytes_limit"] == 2**63 - 1
+    with pytest.raises(ReportError) as e:
+        Report.from_json(report(context={"bytes_limit": -1}), "r.json")
+    assert str(e.value) == 'r.json: context "bytes_limit" is -1, not bytes from 0 to 2^63-1'
+
+
+@pytest.mark.parametrize(
+    "key", ["process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"]
+)
+def test_a_context_s_counts_are_from_zero_to_two_to_the_31(key):
+    assert Report.from_json(report(context={key: 2**31}), "r.json").context[key] == 2**31
+    assert Report.from_json(report(context={key: 0}), "r.json").context[key] == 0
+    for value in (-1, 2**31 + 1):
+        with pytest.raises(ReportError) as e:
+            Report.from_json(report(context={key: value}), "r.json")
+        assert str(e.value) == f'r.json: context "{key}" is {value}, out of range'
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        (Entry(peaks={"cpu:0": 30 * MB, "cpu:1": 10 * MB}, budget=40 * MB), (5, -0.75, -30 * MB)),
+        (Entry(peaks={"cpu:0": 30 * MB}), (5, 0.0, -30 * MB)),  # no budget: no ratio
+        (Entry(peaks={"cpu:0": 30 * MB}, budget=40 * MB, growth=9 * MB, threshold=10 * MB), (5, -0.9, -30 * MB)),
+        (Entry(growth=5 * MB), (5, 0.0, 0)),  # no threshold: no ratio
+        (Entry(), (5, 0.0, 0)),
+        (Entry(Verdict.OOM, peaks={"cpu:0": MB}, budget=MB), (0, -1.0, -MB)),
+    ],
+)
+def test_the_order_of_the_summary_is_the_verdict_then_the_nearest_to_its_limit_then_the_peak(entry, key):
+    assert entry.worst_first() == key
