@@ -29,6 +29,25 @@ def test_an_entry_says_where_it_failed_only_where_it_did():
     assert "failure" not in Entry(outcome="passed").to_json()
 
 
+def test_every_figure_of_an_entry_goes_through_json_and_back():
+    e = Entry(
+        Verdict.LEAK,
+        "failed",
+        30 * MB,
+        {"cpu:0": 30 * MB},
+        budget=40 * MB,
+        witness="body-end",
+        growth=12 * MB,
+        threshold=10 * MB,
+        growth_source="cpu:0 live arrays",
+        stand_in=True,
+        host_peak=2 * MB,
+        checks=({"check": "leak", "verdict": "leak"},),
+        failure="E   leak",
+    )
+    assert Entry.from_json(json.loads(json.dumps(e.to_json())), "r.json", "t.py::a") == e
+
+
 def test_an_entry_that_is_not_an_object_is_refused_naming_the_test():
     with pytest.raises(ReportError) as e:
         Entry.from_json(["ok"], "r.json", "t.py::a")
@@ -175,6 +194,7 @@ def test_a_context_s_counts_are_from_zero_to_two_to_the_31(key):
         (Entry(peaks={"cpu:0": 30 * MB}), (5, 0.0, -30 * MB)),  # no budget: no ratio
         (Entry(peaks={"cpu:0": 30 * MB}, budget=40 * MB, growth=9 * MB, threshold=10 * MB), (5, -0.9, -30 * MB)),
         (Entry(growth=5 * MB), (5, 0.0, 0)),  # no threshold: no ratio
+        (Entry(threshold=10 * MB), (5, 0.0, 0)),  # no growth: none
         (Entry(), (5, 0.0, 0)),
         (Entry(Verdict.OOM, peaks={"cpu:0": MB}, budget=MB), (0, -1.0, -MB)),
     ],
