@@ -1,0 +1,123 @@
+"""What check_leaks refuses before it runs anything (decisions.leak.validate, parse_host): each bad
+argument is one ValueError that names it, its value and what is accepted, at the bounds."""
+
+import functools
+
+import pytest
+
+from pytest_tpumem import defaults
+from pytest_tpumem.decisions.leak import parse_host, validate
+
+
+def run():
+    pass
+
+
+async def run_async():
+    pass
+
+
+async def run_async_gen():
+    yield
+
+
+def run_gen():
+    yield
+
+
+@pytest.mark.parametrize(
+    ("iterations", "warmup"),
+    [(1, 0), (defaults.MAX_ITERATIONS, defaults.MAX_WARMUP)],
+)
+def test_the_counts_at_their_bounds_are_accepted(iterations, warmup):
+    assert validate(run, iterations, warmup) is None
+
+
+@pytest.mark.parametrize(
+    ("iterations", "warmup", "said"),
+    [
+        (0, 1, "iterations=0: expected an int from 1 to 1000"),
+        (defaults.MAX_ITERATIONS + 1, 1, "iterations=1001: expected an int from 1 to 1000"),
+        (True, 1, "iterations=True: expected an int from 1 to 1000"),  # a bool is an int, and no count
+        (2.0, 1, "iterations=2.0: expected an int from 1 to 1000"),  # in range, not an int
+        ("3", 1, "iterations='3': expected an int from 1 to 1000"),
+        (3, -1, "warmup=-1: expected an int from 0 to 100"),
+        (3, defaults.MAX_WARMUP + 1, "warmup=101: expected an int from 0 to 100"),
+        (3, False, "warmup=False: expected an int from 0 to 100"),
+    ],
+)
+def test_a_count_out_of_its_bounds_is_one_line_naming_it(iterations, warmup, said):
+    with pytest.raises(ValueError) as e:
+        validate(run, iterations, warmup)
+    assert str(e.value) == said
+
+
+def test_a_function_that_is_not_callable_is_named():
+    with pytest.raises(ValueError) as e:
+        validate(42, 3, 1)
+    assert str(e.value) == "fn=42 is not callable; pass the function to run, then its arguments"
+
+
+@pytest.mark.parametrize(
+    ("fn", "said"),
+    [
+        (run_async, "is an async function: calling it only makes a coroutine, and its body would never run; "),
+        (run_async_gen, "is an async function: "),
+        (functools.partial(run_async), "is an async function: "),  # a partial's own function is looked at
+        (run_gen, "is a generator function: calling it runs none of its body; pass a function that exhausts it"),
+        (functools.partial(run_gen), "is a generator function: "),
+    ],
+)
+def test_a_function_whose_call_runs_none_of_its_body_is_refused(fn, said):
+    with pytest.raises(ValueError) as e:
+        validate(fn, 3, 1)
+    assert str(e.value).startswith("fn=") and said in str(e.value)
+
+
+def test_the_fixes_are_spelled_out():
+    with pytest.raises(ValueError, match=r"e\.g\. lambda: asyncio\.run\(fn\(\)\)$"):
+        validate(run_async, 3, 1)
+    with pytest.raises(ValueError, match=r"e\.g\. lambda: list\(fn\(\)\)$"):
+        validate(run_gen, 3, 1)
+
+
+def test_a_plain_partial_is_accepted():
+    assert validate(functools.partial(run), 3, 1) is None
+
+
+def test_clear_caches_takes_a_bool_only():
+    assert validate(run, 3, 1, clear_caches=False) is None
+    with pytest.raises(ValueError) as e:
+        validate(run, 3, 1, clear_caches=1)
+    assert str(e.value) == "clear_caches=1: expected True or False"
+
+
+class Spelled:
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def test_a_value_is_shown_on_one_line_and_cut_past_sixty_characters():
+    def said(value):
+        with pytest.raises(ValueError) as e:
+            validate(Spelled(value), 3, 1)
+        return str(e.value).removesuffix(" is not callable; pass the function to run, then its arguments")
+
+    assert said("<a\n    b>") == "fn=<a b>"  # whitespace runs, newlines too, become one space
+    assert said("x" * 60) == "fn=" + "x" * 60
+    assert said("x" * 59 + "yz") == "fn=" + "x" * 59 + "y..."
+
+
+@pytest.mark.parametrize(("host", "judged"), [(True, True), (False, False), ("200MB", 200 * 10**6), (5, 5)])
+def test_host_is_a_bool_or_a_size(host, judged):
+    assert parse_host(host) == judged and type(parse_host(host)) is type(judged)
+
+
+def test_a_host_that_is_no_size_names_the_host_and_the_two_bools():
+    with pytest.raises(ValueError) as e:
+        parse_host("much")
+    assert str(e.value).startswith("host: 'much' is not a size; expected ")
+    assert str(e.value).endswith("; or True (judged with the threshold) or False (not judged)")
