@@ -96,3 +96,28 @@ def test_an_empty_file_may_be_replaced_and_a_report_key_deep_in_the_head_is_not_
 def test_a_character_cut_at_the_end_of_the_head_is_text_not_binary():
     head = ("x = 'é'\n" * 10).encode()[:-1]  # "é" cut in two at the end
     assert seems(head + "é".encode()[:1]) == "a text file"
+
+
+def test_a_page_or_picture_is_told_after_leading_whitespace():
+    assert ours(b"\n  \t" + PAGE) == "page" and ours(b"\r\n" + PICTURE) == "picture"
+    assert ours(PAGE.replace(b"<!DOCTYPE html>", b"<!doctype HTML>")) == "page"  # the doctype in any case
+
+
+@pytest.mark.parametrize(
+    ("head", "seen"),
+    [
+        (b'\n   {"tests": {}}', "JSON that pytest-tpumem did not write"),
+        (b"[1, 2, 3]\n", "JSON that pytest-tpumem did not write"),
+        (b"  \n<?xml version='1.0'?>", "XML or HTML that pytest-tpumem did not write"),
+    ],
+)
+def test_what_a_text_begins_with_is_read_after_leading_whitespace(head, seen):
+    assert seems(head) == seen
+
+
+def test_only_a_character_cut_in_the_last_three_bytes_is_text():
+    four = "\U0001f600".encode()  # four bytes in UTF-8
+    assert seems(b"notes " + four[:3]) == "a text file"  # cut after three of its bytes: the head's end
+    assert seems(b"notes " + four[:1]) == "a text file"
+    assert seems(b"notes \xff" + b"abc") == "a binary file"  # a bad byte four from the end
+    assert seems(b"notes \xff" + b"ab") == "a text file"  # three from the end: taken as a cut character

@@ -45,3 +45,20 @@ def test_what_narrowed_the_run_is_said():
     assert kept_because(Selection(narrowing=("--lf",), partial_files="--lf")) == "--lf"
     assert kept_because(Selection(partial_files="test ids given as arguments")) == "test ids given as arguments"
     assert kept_because(Selection()) == "the paths it was given"
+
+
+def test_a_tests_file_is_what_its_id_names_before_the_first_double_colon():
+    """exists() is asked about the file itself, whatever the id holds after it: a class, a
+    parameter with spaces or colons in it."""
+    asked = []
+
+    def exists(file):
+        asked.append(file)
+        return file in ("a.py", "b.py")
+
+    last = ("b.py::TestX::t", "b.py::t[a b]", "b.py::t[x::y]", "gone.py::TestY::t")
+    paths = Selection(frozenset({"a.py::t1"}))  # `pytest a.py`: b.py's tests are kept, gone.py's dropped
+    assert kept(last, {"a.py::t1"}, paths, exists) == ("b.py::TestX::t", "b.py::t[a b]", "b.py::t[x::y]")
+    assert set(asked) == {"b.py", "gone.py"}
+    collected = Selection(frozenset({"a.py::t1", "b.py::TestX::other"}))  # b.py collected without them
+    assert kept(last, {"a.py::t1"}, collected, exists) == ()
