@@ -121,3 +121,8 @@ def test_only_a_character_cut_in_the_last_three_bytes_is_text():
     assert seems(b"notes " + four[:1]) == "a text file"
     assert seems(b"notes \xff" + b"abc") == "a binary file"  # a bad byte four from the end
     assert seems(b"notes \xff" + b"ab") == "a text file"  # three from the end: taken as a cut character
+
+
+def test_a_gzip_stream_that_cannot_be_read_is_not_a_profile():
+    broken = b"\x1f\x8b\x08\x00" + b"\xff" * 40  # gzip's magic, then no valid header
+    assert ours(broken) is None and not may_replace(broken) and seems(broken) == "a gzip file"

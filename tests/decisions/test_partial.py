@@ -56,9 +56,15 @@ def test_a_tests_file_is_what_its_id_names_before_the_first_double_colon():
         asked.append(file)
         return file in ("a.py", "b.py")
 
-    last = ("b.py::TestX::t", "b.py::t[a b]", "b.py::t[x::y]", "gone.py::TestY::t")
+    last = ("gone.py::TestY::t", "b.py::TestX::t", "b.py::t[a b]", "b.py::t[x::y]")
     paths = Selection(frozenset({"a.py::t1"}))  # `pytest a.py`: b.py's tests are kept, gone.py's dropped
     assert kept(last, {"a.py::t1"}, paths, exists) == ("b.py::TestX::t", "b.py::t[a b]", "b.py::t[x::y]")
     assert set(asked) == {"b.py", "gone.py"}
     collected = Selection(frozenset({"a.py::t1", "b.py::TestX::other"}))  # b.py collected without them
     assert kept(last, {"a.py::t1"}, collected, exists) == ()
+
+
+def test_a_test_dropped_does_not_end_the_look_at_the_ones_after_it():
+    run = Selection(frozenset({"a.py::t1", "a.py::t2"}), frozenset({"a.py::t2"}))
+    last = ("a.py::t1", "removed.py::t1", "a.py::t2", "b.py::t1")
+    assert kept(last, set(), run, _exists) == ("a.py::t2", "b.py::t1")  # a.py::t1 ran unmeasured: dropped
