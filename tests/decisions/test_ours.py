@@ -126,3 +126,28 @@ def test_only_a_character_cut_in_the_last_three_bytes_is_text():
 def test_a_gzip_stream_that_cannot_be_read_is_not_a_profile():
     broken = b"\x1f\x8b\x08\x00" + b"\xff" * 40  # gzip's magic, then no valid header
     assert ours(broken) is None and not may_replace(broken) and seems(broken) == "a gzip file"
+
+
+def _gzip_broken_after(content):
+    """A gzip stream of ``content`` (bytes under 144 each) then a back-reference to before its start:
+    zlib fails on it only once it writes the byte after ``content``. Deflate's fixed codes, by hand."""
+    bits = [1, 1, 0]  # the last block, fixed Huffman codes
+
+    def code(value, n):  # a Huffman code: its most significant bit first
+        bits.extend((value >> i) & 1 for i in reversed(range(n)))
+
+    for byte in content:
+        code(0x30 + byte, 8)
+    code(1, 7)  # a match of 3 bytes,
+    code(29, 5)  # from 24577 bytes back or more,
+    bits.extend([0] * 13)  # its extra bits
+    code(0, 7)  # end of block
+    raw = bytes(sum(b << j for j, b in enumerate(bits[i : i + 8])) for i in range(0, len(bits), 8))
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + raw
+
+
+def test_a_profile_is_told_by_the_first_bytes_of_its_content_alone():
+    """The head of a large profile is any cut of its stream: only its first 16 bytes are read."""
+    head = _gzip_broken_after(b"\x0a\x04\x08\x01\x10\x02" + bytes(10))
+    assert ours(head) == "profile" and may_replace(head)
+    assert ours(_gzip_broken_after(b"\x0a\x04\x08\x01\x10\x02" + bytes(9))) is None  # broken within them
