@@ -81,6 +81,8 @@ def test_a_devices_limit_is_its_own_and_a_target_gives_one_to_a_device_without()
     assert (target["gpu:0 live arrays"].limit, target["gpu:0 live arrays"].limit_source) == (16 * GB, "bytes_limit")
     assert all(target[n].limit is None for n in (HOST_MALLOC, HOST_OTHER, HOST_RSS))  # the host has no HBM
     assert target[HOST_MALLOC].limit_source == "bytes_limit"
+    moved = by_name(judge(runs([point(0), point(T, limit=8 * GB), point(2 * T, limit=4 * GB)]), 2, 1, T))
+    assert moved["gpu:0 live arrays"].limit == 16 * GB  # the baseline's
 
 
 def test_host_rss_is_shown_only_where_it_is_split_and_judged_by_every_delta_where_not():
