@@ -273,3 +273,23 @@ def test_five_sites_are_named_unless_asked_for_more():
     host = [(f"t.py:{line}", MB * line, 1) for line in range(1, 8)]
     assert [h.nbytes for h in host_sites(host)] == [7 * MB, 6 * MB, 5 * MB, 4 * MB, 3 * MB]
     assert len(host_sites(host, top=7)) == 7
+
+
+def test_programs_of_one_name_kept_from_two_lines_are_both_listed_in_a_fixed_order():
+    a, b = Frame("a.py", 3, "f"), Frame("b.py", 9, "g")
+    runs_ = [[ProgramMade("jit_step", b), ProgramMade("jit_step", a), ProgramMade("jit_step", None)]] * 2
+    kept = kept_in_every_iteration(runs_)
+    assert [(k.name, k.site) for k in kept] == [("jit_step", a), ("jit_step", b), ("jit_step", None)]
+
+
+# --- the rule's arithmetic -----------------------------------------------------------------------
+
+
+def test_a_series_read_at_its_baseline_only_has_not_grown():
+    assert Series("cpu:0 live arrays", "cpu:0", (5 * MB,)).growth == 0
+    assert Series(HOST_RSS, "host", (5 * MB,), every=True).growth == 0
+
+
+def test_a_growth_is_whole_bytes_the_mean_rounded_down():
+    s = Series("cpu:0 live arrays", "cpu:0", (0, 10, 20, 11))  # lower median 10, mean 11 / 3
+    assert s.growth == 3 and isinstance(s.growth, int)
