@@ -29,6 +29,12 @@ def test_a_fall_is_ordered_by_its_size_as_a_rise_is():
     ]
 
 
+def test_the_change_is_what_orders_not_the_figures_it_went_between():
+    small_of_large = Change("t.py::a", "peak", 100 * MB, 110 * MB)  # +10MB between 100 and 110
+    large_from_nothing = Change("t.py::b", "peak", 0, 50 * MB)  # +50MB
+    assert ordered(small_of_large, large_from_nothing) == ["t.py::b", "t.py::a"]
+
+
 @pytest.mark.parametrize("delta", [1, -1])
 def test_one_byte_more_is_listed_first(delta):
     a = Change("t.py::a", "peak", 10 * MB, 15 * MB)
