@@ -17,8 +17,8 @@ def _session(lines=(), alive=None, **kw):
 
 
 def test_workers_are_in_the_order_of_their_numbers_and_any_other_name_first():
-    names = ["gw10", "gw2", "gw1", "main", "gw", "gw0"]
-    assert sorted(names, key=worker_order) == ["gw", "main", "gw0", "gw1", "gw2", "gw10"]
+    names = ["gw10", "gw2", "gw1", "main", "gw", "X1", "gw0"]
+    assert sorted(names, key=worker_order) == ["X1", "gw", "main", "gw0", "gw1", "gw2", "gw10"]
     assert worker_order("gw12") == (12, "gw12") and worker_order("local") == (-1, "local")
 
 

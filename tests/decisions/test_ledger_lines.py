@@ -71,6 +71,11 @@ def test_the_first_line_with_a_backend_takes_the_devices_whole_and_started_it(la
     assert line.grew == (None if last is None else 100 * MB)
 
 
+def test_a_line_says_where_its_device_figures_are_live_arrays_bytes():
+    assert line_of(TEST, 1, "passed", Between(True, {"cpu:0": MB}, True), BEFORE).stand_in is True
+    assert line_of(TEST, 1, "passed", _after(), BEFORE).stand_in is False
+
+
 def test_a_line_without_a_backend_has_host_figures_alone():
     line = line_of(TEST, 2, "passed", Between(False, rss=900 * MB), Between(False, rss=950 * MB))
     assert (line.started, line.devices, line.change, line.peaks) == (False, {}, {}, {})

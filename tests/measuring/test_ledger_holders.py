@@ -83,9 +83,9 @@ def test_a_holder_naming_one_buffer_twice_keeps_it_once_and_unwanted_leaves_are_
 def test_each_holder_is_told_once_with_its_first_path_and_its_bytes_the_largest_first():
     w, b, s = jnp.ones(1000), jnp.ones(250), jnp.ones(500)  # 4000, 1000 and 2000 bytes
     values = {
+        "global EMPTY of t": [np.ones(3)],  # holds none of them: the others are still looked at
         "module fixture params's value": {"w": w, "b": b, "again": w},
         "global CACHE of t": [s],
-        "global EMPTY of t": [np.ones(3)],
     }
     found = holders(values, [w, b, s])
     assert found == (

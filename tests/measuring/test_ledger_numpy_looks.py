@@ -104,18 +104,18 @@ def test_an_array_seen_is_forgotten_when_it_dies_and_one_without_weak_references
 
 
 def test_a_keepers_bytes_are_all_its_arrays_and_its_first_path_that_of_the_largest_then_the_shortest(plant, looks):
-    plant.ONE = np.ones(MB // 2)  # 4 MiB in one array
-    plant.MANY = {"b": np.ones(MB // 4), "a": np.ones(MB // 4), "c": np.ones(MB // 8)}  # 2 + 2 + 1 MiB
+    plant.ONE = np.ones(MB * 3 // 8)  # 3 MiB in one array
+    plant.TWO = {"b": np.ones(MB // 4), "a": np.ones(MB // 4)}  # 2 + 2 MiB
     found = looks.look("t.py::test_a", "", Walk(5.0), {})
     assert [(h.keeper, h.nbytes, h.count) for h in found.numpy] == [
-        ("global MANY of plant at ['a'] and 2 more", 5 * MB, 3),
-        ("global ONE of plant", 4 * MB, 1),
+        ("global TWO of plant at ['a'] and 1 more", 4 * MB, 2),
+        ("global ONE of plant", 3 * MB, 1),
     ]
-    plant.TWO = [np.ones(MB // 8) for _ in range(11)]
-    plant.TWO[10] = np.ones(MB // 4)
-    plant.TWO[9] = np.ones(MB // 4)
+    plant.ELEVEN = [np.ones(MB // 8) for _ in range(11)]
+    plant.ELEVEN[10] = np.ones(MB // 4)
+    plant.ELEVEN[9] = np.ones(MB // 4)
     found = looks.look("t.py::test_b", "t.py::test_a", Walk(5.0), {})
-    assert [h.keeper for h in found.numpy] == ["global TWO of plant at [9] and 10 more"]  # "[9]" before "[10]"
+    assert [h.keeper for h in found.numpy] == ["global ELEVEN of plant at [9] and 10 more"]  # "[9]" before "[10]"
 
 
 def _load(n):
