@@ -121,3 +121,21 @@ def test_a_host_that_is_no_size_names_the_host_and_the_two_bools():
         parse_host("much")
     assert str(e.value).startswith("host: 'much' is not a size; expected ")
     assert str(e.value).endswith("; or True (judged with the threshold) or False (not judged)")
+
+
+class Curried:
+    """A wrapper that keeps the function it calls as ``.func``, as toolz.curry does."""
+
+    def __init__(self, func):
+        self.func = func
+
+    def __call__(self, *args):
+        return self.func(*args)
+
+
+def test_a_wrapper_is_looked_through_to_the_function_it_keeps():
+    with pytest.raises(ValueError, match=r"is an async function: "):
+        validate(Curried(run_async), 3, 1)
+    with pytest.raises(ValueError, match=r"is a generator function: "):
+        validate(Curried(run_gen), 3, 1)
+    assert validate(Curried(run), 3, 1) is None
