@@ -156,7 +156,12 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
         mine = kinds.setdefault(where, {})
         for b in wide_arrays(bufs):
             line, n = _line(b.source), _elements(b.shape)
-            takers = (exact.get((line, _prim(b.op), n)) or sized.get((line, n)) or []) if b.op and line else []
+            known_size = n >= 0  # a shape that does not parse matches no count, not even one that could not be read
+            takers = (
+                (exact.get((line, _prim(b.op), n)) or sized.get((line, n)) or [])
+                if b.op and line and known_size
+                else []
+            )
             if takers:
                 best = min(takers, key=lambda i: (not named(flat[i]), i))
                 group = roots[best]
@@ -167,7 +172,7 @@ def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> Prec
                 else:
                     kind = ACCUMULATOR
                 charged.setdefault((group, where), []).append(b)
-            elif (line, _prim(b.op), n) in wide or (line, n) in wide_sized:
+            elif known_size and ((line, _prim(b.op), n) in wide or (line, n) in wide_sized):
                 kind = WIDE_INPUTS
             elif narrow and (not b.op or line in known):
                 kind = COMPILERS_OWN  # no wide value of its size at its line in the program: the compiler's

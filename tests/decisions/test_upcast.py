@@ -255,3 +255,14 @@ def test_repeats_add_up_their_arrays_largest_first():
     (u,) = r.upcasts
     assert u.times == 2
     assert (u.cost("cpu").wide, u.cost("cpu").beyond, u.cost("cpu").buffers) == (416, 208, (large, small))
+
+
+def test_a_shape_that_does_not_parse_matches_no_count_not_even_one_that_could_not_be_read():
+    """An array whose shape does not parse and a value whose elements could not be counted are both
+    of an unknown size: neither tells that the other is the same value."""
+    w = widening(region=(("m.py:5", "convert_element_type", -1),))
+    odd = buf(shape="f32[<=8]")
+    r = classify([precision(w, narrow=())], {"cpu": (odd,)})
+    assert UPCAST not in r.kinds["cpu"] and r.upcasts[0].cost("cpu").wide == 0
+    wide = precision(wide=(("m.py:5", "convert_element_type", -1),), narrow=())
+    assert WIDE_INPUTS not in classify([wide], {"cpu": (odd,)}).kinds["cpu"]
