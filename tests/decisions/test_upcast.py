@@ -266,3 +266,9 @@ def test_a_shape_that_does_not_parse_matches_no_count_not_even_one_that_could_no
     assert UPCAST not in r.kinds["cpu"] and r.upcasts[0].cost("cpu").wide == 0
     wide = precision(wide=(("m.py:5", "convert_element_type", -1),), narrow=())
     assert WIDE_INPUTS not in classify([wide], {"cpu": (odd,)}).kinds["cpu"]
+
+
+def test_an_array_of_no_elements_is_a_known_count_and_matched_as_any_other():
+    w = widening(region=(("m.py:5", "convert_element_type", 0),))
+    empty = buf(shape="f32[0,128]", size=0)
+    assert classify([precision(w, narrow=())], {"cpu": (empty,)}).kinds["cpu"] == {UPCAST: (empty,)}
