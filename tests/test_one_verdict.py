@@ -15,52 +15,53 @@ def planted(pytester):
     return pytester
 
 
-def _every_order(planted, monkeypatch, path, names, *args):
-    """The outcome of every test in ``names`` under each order; asserts they are the same."""
-    forward = verdicts.run(planted, path, *args, monkeypatch=monkeypatch)
-    reverse = verdicts.run(planted, path, *args, reverse=True, monkeypatch=monkeypatch)
-    xdist = verdicts.run(planted, path, "-n", "2", *args, monkeypatch=monkeypatch)
-    alone = {}
-    for name in names:
-        alone.update(verdicts.run(planted, f"{path}::{name}", *args, monkeypatch=monkeypatch))
-    assert forward == reverse == xdist == alone, (forward, reverse, xdist, alone)
-    return forward
+# Each order is a test of its own (one run each), checked against the outcomes every order must
+# give: that is the same as asking all orders to agree, and no test runs eleven suites in a row.
+ORDER_RUNS = {"forward": (), "reverse": (), "xdist": ("-n", "2")}
 
 
-ORDERS = [
-    "test_bug_static_lr_marker",
-    "test_clean_traced_lr_marker",
-    "test_bug_static_lr_fixture",
-    "test_clean_traced_lr_fixture",
-    "test_bug_leaves_array_in_module_list",
-    "test_clean_local_list",
-    "test_clean_two_arrays_fit_budget",
-    "test_bug_two_arrays_over_budget",
-]
+def _in_order(planted, monkeypatch, path, order, expected, *args):
+    if order in ORDER_RUNS:
+        outcomes = verdicts.run(
+            planted, path, *ORDER_RUNS[order], *args, reverse=order == "reverse", monkeypatch=monkeypatch
+        )
+        assert outcomes == expected
+    else:  # one test alone
+        name = order.removeprefix("alone:")
+        assert verdicts.run(planted, f"{path}::{name}", *args, monkeypatch=monkeypatch) == {name: expected[name]}
 
 
-def test_compile_cache_and_budget_verdicts_do_not_depend_on_what_ran_before(planted, monkeypatch):
-    outcomes = _every_order(planted, monkeypatch, "test_orders.py", ORDERS)
-    failed = {name for name, o in outcomes.items() if o == "failed"}
-    assert failed == {"test_bug_static_lr_marker", "test_bug_static_lr_fixture", "test_bug_two_arrays_over_budget"}
+ORDERS = {
+    "test_bug_static_lr_marker": "failed",
+    "test_clean_traced_lr_marker": "passed",
+    "test_bug_static_lr_fixture": "failed",
+    "test_clean_traced_lr_fixture": "passed",
+    "test_bug_leaves_array_in_module_list": "passed",  # its own budget is kept; what it leaves is the ledger's
+    "test_clean_local_list": "passed",
+    "test_clean_two_arrays_fit_budget": "passed",
+    "test_bug_two_arrays_over_budget": "failed",
+}
 
 
-SWEPT = [
-    "test_bug_jit_per_call_kept",
-    "test_clean_jit_per_call_dies",
-    "test_clean_jit_compiled_once",
-    "test_clean_eager_scan_of_a_new_function",
-    "test_bug_fixture_finds_the_growing_cache",
-    "test_clean_fixture_with_one_program",
-]
+@pytest.mark.parametrize("order", [*ORDER_RUNS, *(f"alone:{name}" for name in ORDERS)])
+def test_compile_cache_and_budget_verdicts_do_not_depend_on_what_ran_before(planted, monkeypatch, order):
+    _in_order(planted, monkeypatch, "test_orders.py", order, ORDERS)
 
 
-def test_the_sweep_fails_what_it_finds_in_every_order(planted, monkeypatch):
-    outcomes = _every_order(
-        planted, monkeypatch, "test_sweep_programs.py", SWEPT, "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"
-    )
-    failed = {name for name, o in outcomes.items() if o == "failed"}
-    assert failed == {"test_bug_jit_per_call_kept", "test_bug_fixture_finds_the_growing_cache"}
+SWEPT = {
+    "test_bug_jit_per_call_kept": "failed",
+    "test_clean_jit_per_call_dies": "passed",
+    "test_clean_jit_compiled_once": "passed",
+    "test_clean_eager_scan_of_a_new_function": "passed",
+    "test_bug_fixture_finds_the_growing_cache": "failed",
+    "test_clean_fixture_with_one_program": "passed",
+}
+
+
+@pytest.mark.parametrize("order", [*ORDER_RUNS, *(f"alone:{name}" for name in SWEPT)])
+def test_the_sweep_fails_what_it_finds_in_every_order(planted, monkeypatch, order):
+    args = ("--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB")
+    _in_order(planted, monkeypatch, "test_sweep_programs.py", order, SWEPT, *args)
 
 
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
