@@ -89,7 +89,7 @@ MUTATIONS = [
     Mutation("program witness: the bytes in use when it started left out", "pytest_tpumem/readings/executions.py",
              "max(0, used.get(label, 0) + beyond)", "max(0, beyond)", ("tests/decisions/test_peak_choice.py",)),
     Mutation("budget: an upcast of exactly the minimum not named", D + "budget.py",
-             "b.size >= defaults.UPCAST_MIN", "b.size > defaults.UPCAST_MIN", BOUND),
+             "c.beyond >= defaults.UPCAST_MIN", "c.beyond > defaults.UPCAST_MIN", BOUND),
     # --- TPU targets (decisions/target.py, targets.py) -------------------------------------------
     Mutation("target: a need equal to the budget is over it", D + "target.py",
              "j.need > self.limit", "j.need >= self.limit", TARGETS),
@@ -201,7 +201,7 @@ MUTATIONS = [
              'return str(error).lstrip().startswith("RESOURCE_EXHAUSTED")', 'return "RESOURCE_EXHAUSTED" in str(error)',
              ("tests/decisions/test_boundaries.py",)),
     Mutation("files: a replaced file loses its mode", "pytest_tpumem/telling/files.py",
-             "            os.fchmod(f.fileno(), mode)", "            pass", ("tests/test_files.py", "-k", "mode")),
+             "        os.fchmod(fd, mode)", "        pass", ("tests/test_files.py", "-k", "mode")),
     # --- the suite ledger (decisions/ledger.py, readings/devices.py) ------------------------------
     Mutation("ledger: a residue named only past the threshold, not at it", D + "ledger.py",
              "return threshold > 0 and residue >= threshold", "return threshold > 0 and residue > threshold",
