@@ -4,6 +4,11 @@ import os
 # the per-device paths run. pytester's subprocesses inherit it.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
+# The suite's new processes (pytest-xdist's workers, a planted run's workers, an interpreter a test
+# starts) write and read bytecode as an installed package does: under PYTHONDONTWRITEBYTECODE=1 each
+# of them compiled and assertion-rewrote pytest-tpumem's modules again (~1 s of CPU a process).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # Imported once for the whole session: pytester's in-process runs restore sys.modules after each
 # run, and a second import of jaxlib's native modules in one process aborts it.
 import jax  # noqa: F401

@@ -10,10 +10,14 @@ started no jax backend (a fork has no XLA threads to deadlock). The child runs `
 first on ``sys.path`` and ``PYTHONPATH``, the environment pytester would pass, stdout and stderr to
 files, its exit status (or minus the signal that killed it) as the result's ``ret``.
 
+What the fork inherits that a new interpreter would read again is set again: the environment,
+``PYTHONPATH``'s entries first on ``sys.path``, ``tempfile``'s directory (``TMPDIR``). An editable
+install of pytest-tpumem is left for each run to import (tests/fresh_server.py).
+
 A new interpreter is still started, as pytester starts it, where a fork could not be the same:
 - the test is marked ``interpreter`` (what a run imports is the point);
-- a variable read when jax is imported differs from the server's (``JAX_*``, ``XLA_FLAGS``,
-  ``TF_CPP_*``);
+- a variable read when jax is imported or the interpreter starts differs from the server's
+  (``JAX_*``, ``XLA_FLAGS``, ``TF_CPP_*``, ``PYTHON*`` but ``PYTHONPATH``);
 - ``TPUMEM_TESTS_INTERPRETER=1`` is set (every run, to check that both ways agree).
 """
 
@@ -23,22 +27,25 @@ import multiprocessing
 import multiprocessing.forkserver
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from _pytest.pathlib import make_numbered_dir
 from _pytest.pytester import Pytester, RunResult
 
-# Read when jax or jaxlib is imported or starts logging: a run that sets one other than the server's
-# gets a new interpreter.
-READ_AT_IMPORT = ("JAX_", "XLA_FLAGS", "TF_CPP_")
+# Read when jax or jaxlib is imported or starts logging, or by the interpreter as it starts: a run
+# that sets one other than the server's gets a new interpreter.
+READ_AT_IMPORT = ("JAX_", "XLA_FLAGS", "TF_CPP_", "PYTHON")
 BASE_ENV = dict(os.environ)  # the test session's environment, before any test changes it
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 _context = None
 
 
 def _read_at_import(environ) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k.startswith(READ_AT_IMPORT)}
+    # PYTHONPATH is not among them: the fork puts its entries on sys.path as the interpreter would
+    return {k: v for k, v in environ.items() if k.startswith(READ_AT_IMPORT) and k != "PYTHONPATH"}
 
 
 def _child(cwd: str, env: dict[str, str], args: list[str], out: str, err: str) -> None:
@@ -53,7 +60,9 @@ def _child(cwd: str, env: dict[str, str], args: list[str], out: str, err: str) -
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    sys.path.insert(0, cwd)  # as `python -m` puts the working directory first
+    tempfile.tempdir = None  # read from TMPDIR again, as a new interpreter would
+    # as the interpreter puts PYTHONPATH's entries first, and `python -m` the working directory
+    sys.path[:0] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     sys.argv = [sys.executable, *args]
     import pytest
 
@@ -70,10 +79,14 @@ def _server():
     global _context
     if _context is None:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["fresh_server", __name__])
+        # The server imports what it preloads from its own sys.path (multiprocessing passes it no
+        # other, and a failed preload is silently skipped): this directory is put on it for the
+        # import, and fresh_server takes it off again, so no run sees the tests' modules.
+        ctx.set_forkserver_preload(["fresh_server"])
         now = dict(os.environ)
         os.environ.clear()
         os.environ.update(BASE_ENV)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, BASE_ENV.get("PYTHONPATH", "")]))
         try:
             multiprocessing.forkserver.ensure_running()
         finally:

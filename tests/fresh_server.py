@@ -9,6 +9,7 @@ import contextlib
 import io
 import os
 import pkgutil
+import sys
 import tempfile
 
 import jax  # noqa: F401
@@ -36,3 +37,18 @@ with tempfile.TemporaryDirectory() as _here, contextlib.redirect_stdout(io.Strin
         pytest.main(["--noconftest", "-p", "no:cacheprovider", "-q", "test_nothing.py"], plugins=[_ImportAll()])
     finally:
         os.chdir(_cwd)
+
+import fresh  # noqa: E402,F401  (what each run's target is unpickled from)
+from _pytest.assertion.rewrite import AssertionRewritingHook  # noqa: E402
+
+# An editable install is imported past pytest's rewriting hook (its finder is not on sys.path), and
+# a run that finds a plugin it marks for rewriting already imported warns: the package is then left
+# for each run to import, as a new interpreter would.
+_package = sys.modules.get("pytest_tpumem")
+if _package is not None and not isinstance(getattr(_package, "__loader__", None), AssertionRewritingHook):
+    for _name in [n for n in sys.modules if n == "pytest_tpumem" or n.startswith("pytest_tpumem.")]:
+        del sys.modules[_name]
+
+# on sys.path only for these imports (tests/fresh.py): a run must not import the tests' modules
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]

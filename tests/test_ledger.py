@@ -258,7 +258,8 @@ def test_by_default_the_recorder_is_in_pytests_cache(pytester):
     assert records[2]["devices"] == {} and records[-1]["end"] is True  # jax never started: nothing on a device
 
 
-SHAPES = """
+SHAPES_RUN = 4  # tests in SHAPES, each compiling a program of a new shape
+SHAPES = f"""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -269,7 +270,7 @@ def double(x):
     return x * 2
 
 
-@pytest.mark.parametrize("n", range(1, 13))
+@pytest.mark.parametrize("n", range(1, {SHAPES_RUN + 1}))
 def test_new_shape(n):
     assert double(jnp.ones(n))[0] == 2
 """
@@ -284,13 +285,13 @@ def _held_at_end(text):
 def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
     pytester.makepyfile(test_shapes=SHAPES)
     plain = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off")
-    plain.assert_outcomes(passed=12)
+    plain.assert_outcomes(passed=SHAPES_RUN)
     held = _held_at_end(plain.stdout.str())
-    assert held >= 12 and "malloc_trim(0) ran" not in plain.stdout.str()  # off by default
+    assert held >= SHAPES_RUN and "malloc_trim(0) ran" not in plain.stdout.str()  # off by default
     module = pytester.runpytest_subprocess(
         "--tpumem", "-p", "no:randomly", "--tpumem-ledger=ledger.jsonl", "--tpumem-clear-caches=module"
     )
-    module.assert_outcomes(passed=12)
+    module.assert_outcomes(passed=SHAPES_RUN)
     assert _held_at_end(module.stdout.str()) == 0
     module.stdout.fnmatch_lines(
         [
@@ -299,42 +300,46 @@ def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
         ]
     )
     cleared = [r for r in _records(pytester.path / "ledger.jsonl") if "cleared" in r]
-    assert [r["test"] for r in cleared] == ["test_shapes.py::test_new_shape[12]"]
+    assert [r["test"] for r in cleared] == [f"test_shapes.py::test_new_shape[{SHAPES_RUN}]"]
     host = cleared[0]["cleared"].pop("host")
     assert cleared[0]["cleared"] == {"programs": held, "bytes": 0} and cleared[0]["executables"] == 0
     assert sorted(host) == ["clear_caches", "gc", "malloc_trim"] and all(isinstance(n, int) for n in host.values())
     every = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=test")
     every.stdout.fnmatch_lines(
-        ["  jax.clear_caches(), * ran after 12 tests (--tpumem-clear-caches=test): they freed *"]
+        [f"  jax.clear_caches(), * ran after {SHAPES_RUN} tests (--tpumem-clear-caches=test): they freed *"]
     )
 
 
-def test_clearing_on_the_processs_host_memory_and_what_a_share_of_the_limit_is(pytester):
+@pytest.mark.parametrize("value", ["host:1MB", "host:1TB", "host:100%", "host:100%-xdist", "device:80%"])
+def test_clearing_on_the_processs_host_memory_and_what_a_share_of_the_limit_is(pytester, value):
     """host:SIZE clears after each test that leaves the process at SIZE or more: 1MB, every test;
     1TB, none. host:N% says what it is a share of, and where that was read; device:N% on a CPU
     says that it never clears (no device reports a limit)."""
     pytester.makepyfile(test_shapes=SHAPES)
-    low = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:1MB")
-    low.assert_outcomes(passed=12)
-    low.stdout.fnmatch_lines(
-        ["  jax.clear_caches(), * ran after 12 tests (--tpumem-clear-caches=host:1MB): they freed *"]
-    )
-    assert _held_at_end(low.stdout.str()) == 0
-    high = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:1TB")
-    assert "malloc_trim(0) ran" not in high.stdout.str() and _held_at_end(high.stdout.str()) >= 12
-    share = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=host:100%")
-    assert "malloc_trim(0) ran" not in share.stdout.str()  # the whole of the runner's limit: never reached
-    share.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
-    pytest.importorskip("xdist")
-    workers = pytester.runpytest_subprocess(
-        "--tpumem", "-p", "no:randomly", "-n", "2", "--tpumem-clear-caches=host:100%"
-    )
-    said = [line for line in workers.stdout.lines if "host:100% is" in line]
-    assert len(said) == 2 and all(line.endswith(", shared by 2 pytest-xdist workers)") for line in said), said
-    device = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", "--tpumem-clear-caches=device:80%")
-    device.stdout.fnmatch_lines(
-        ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]
-    )
+    value, _, xdist = value.partition("-")
+    if xdist:
+        pytest.importorskip("xdist")
+    args = ("-n", "2") if xdist else ()
+    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", *args, f"--tpumem-clear-caches={value}")
+    text = result.stdout.str()
+    if value == "host:1MB":
+        result.assert_outcomes(passed=SHAPES_RUN)
+        result.stdout.fnmatch_lines(
+            [f"  jax.clear_caches(), * ran after {SHAPES_RUN} tests (--tpumem-clear-caches=host:1MB): they freed *"]
+        )
+        assert _held_at_end(text) == 0
+    elif value == "host:1TB":
+        assert "malloc_trim(0) ran" not in text and _held_at_end(text) >= SHAPES_RUN
+    elif xdist:
+        said = [line for line in result.stdout.lines if "host:100% is" in line]
+        assert len(said) == 2 and all(line.endswith(", shared by 2 pytest-xdist workers)") for line in said), said
+    elif value == "host:100%":
+        assert "malloc_trim(0) ran" not in text  # the whole of the runner's limit: never reached
+        result.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
+    else:
+        result.stdout.fnmatch_lines(
+            ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]
+        )
 
 
 @pytest.mark.parametrize(
@@ -578,7 +583,6 @@ def test_c():
 def test_two_runs_at_once_never_garble_the_recorder_and_the_first_says_its_record_was_replaced(pytester):
     import os
     import subprocess
-    import sys
     import time
 
     pytester.makepyfile(test_fr=WAITS)
@@ -817,8 +821,11 @@ def test_a_test_that_grew_host_memory_is_named_with_its_arrays_and_what_keeps_th
 
 def test_under_tracemalloc_a_named_tests_numpy_arrays_have_their_line(pytester):
     pytester.makepyfile(plant=HOST_PLANT, test_host=HOST_SUITE)
+    # started as a conftest may start it (as -X tracemalloc=4 would, but after jax's imports, which it
+    # would trace for ~20 s): 4 frames reach down to the test
+    pytester.makeconftest("import tracemalloc\n\ntracemalloc.start(4)\n")
     args = ("--tpumem", "-p", "no:randomly", "--tpumem-ledger=off", "--tpumem-host-residue=60MB", "-k", "numpy or jax")
-    result = pytester.run(sys.executable, "-X", "tracemalloc=4", "-m", "pytest", *args)  # frames down to the test
+    result = pytester.runpytest_subprocess(*args)
     source = (pytester.path / "test_host.py").read_text().splitlines()
     line = next(i for i, text in enumerate(source, 1) if "plant.remember(" in text)
     result.stdout.fnmatch_lines(

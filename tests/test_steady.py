@@ -98,10 +98,10 @@ def test_unchanged_reruns_do_not_regress_against_their_baseline(pytester):
     pytester.makepyfile(test_peaks=PEAKS)
     args = ["--tpumem", "-p", "no:cacheprovider", "--tpumem-sample-ms=1", "-k", "not over"]
     pytester.runpytest_subprocess(*args, "--tpumem-save=base.json").assert_outcomes(passed=20)
-    for _ in range(2):
-        again = pytester.runpytest_subprocess(*args, "--tpumem-compare=base.json", "--tpumem-compare-fail=peak:1%")
-        again.assert_outcomes(passed=20)
-        again.stdout.fnmatch_lines(["0 figures changed against base.json"])
+    # one rerun here; many, under load, are benchmarks/bench_steady.py's
+    again = pytester.runpytest_subprocess(*args, "--tpumem-compare=base.json", "--tpumem-compare-fail=peak:1%")
+    again.assert_outcomes(passed=20)
+    again.stdout.fnmatch_lines(["0 figures changed against base.json"])
 
 
 AFTER_FAILURE = """
