@@ -17,6 +17,7 @@ what the tests pin."""
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import os
 import re
@@ -253,6 +254,13 @@ def readme_blocks(readme: str, outputs: dict[str, str]) -> str:
     return pattern.sub(block, readme)
 
 
+def _write(path: str, name: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    print(f"docs/outputs.py: {name}: {len(text.splitlines())} lines", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"scenarios to run (default all: {', '.join(SCENARIOS)})")
@@ -285,15 +293,12 @@ def main(argv: list[str] | None = None) -> int:
             f.write(new)
         return 0
     os.makedirs(a.out, exist_ok=True)
-    for name in a.names or list(SCENARIOS):
-        path = os.path.join(a.out, f"{name}.txt")
-        if a.keep and os.path.exists(path):
-            continue
-        text = run(name)
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
-        print(f"docs/outputs.py: {name}: {len(text.splitlines())} lines", file=sys.stderr)
+    names = [n for n in a.names or list(SCENARIOS) if not (a.keep and os.path.exists(os.path.join(a.out, f"{n}.txt")))]
+    # each scenario is a process of its own in a directory of its own: as many at once as there are cores
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        texts = pool.map(run, names)
+        for name, text in zip(names, texts):
+            _write(os.path.join(a.out, f"{name}.txt"), name, text)
     return 0
 
 
