@@ -61,8 +61,10 @@ def _child(cwd: str, env: dict[str, str], args: list[str], out: str, err: str) -
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None  # read from TMPDIR again, as a new interpreter would
-    # as the interpreter puts PYTHONPATH's entries first, and `python -m` the working directory
-    sys.path[:0] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    # as `python -m` puts the working directory first, then PYTHONPATH's entries, then its own
+    import fresh_server
+
+    sys.path[:] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *fresh_server.BASE_PATH]
     sys.argv = [sys.executable, *args]
     import pytest
 

@@ -28,9 +28,9 @@ class _ImportAll:
                 __import__(m.name)
 
 
-with tempfile.TemporaryDirectory() as _here, contextlib.redirect_stdout(io.StringIO()):
+with tempfile.TemporaryDirectory() as _scratch, contextlib.redirect_stdout(io.StringIO()):
     _cwd = os.getcwd()
-    os.chdir(_here)
+    os.chdir(_scratch)
     try:
         with open("test_nothing.py", "w") as f:
             f.write("def test_nothing():\n    pass\n")
@@ -52,3 +52,6 @@ if _package is not None and not isinstance(getattr(_package, "__loader__", None)
 # on sys.path only for these imports (tests/fresh.py): a run must not import the tests' modules
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+# what a new interpreter's sys.path holds before PYTHONPATH and the working directory: each run's
+# (multiprocessing gives the fork the test session's, which holds the tests' directories)
+BASE_PATH = [p for p in sys.path if p and p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
