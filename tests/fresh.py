@@ -82,8 +82,8 @@ def _server():
     if _context is None:
         ctx = multiprocessing.get_context("forkserver")
         # The server imports what it preloads from its own sys.path (multiprocessing passes it no
-        # other, and a failed preload is silently skipped): this directory is put on it for the
-        # import, and fresh_server takes it off again, so no run sees the tests' modules.
+        # other, and a failed preload is silently skipped): this directory is put on it through
+        # PYTHONPATH; a run's sys.path leaves it out (fresh_server.BASE_PATH).
         ctx.set_forkserver_preload(["fresh_server"])
         now = dict(os.environ)
         os.environ.clear()

@@ -49,9 +49,7 @@ if _package is not None and not isinstance(getattr(_package, "__loader__", None)
     for _name in [n for n in sys.modules if n == "pytest_tpumem" or n.startswith("pytest_tpumem.")]:
         del sys.modules[_name]
 
-# on sys.path only for these imports (tests/fresh.py): a run must not import the tests' modules
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-# what a new interpreter's sys.path holds before PYTHONPATH and the working directory: each run's
-# (multiprocessing gives the fork the test session's, which holds the tests' directories)
+# What a new interpreter's sys.path holds after the working directory and PYTHONPATH's entries (this
+# directory among them, for these imports only): tests/fresh.py gives each run this, not the test
+# session's path that multiprocessing hands the fork, so no run sees the tests' modules.
 BASE_PATH = [p for p in sys.path if p and p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
