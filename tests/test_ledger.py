@@ -310,36 +310,45 @@ def test_clearing_jaxs_caches_is_opt_in_and_says_what_it_freed(pytester):
     )
 
 
-@pytest.mark.parametrize("value", ["host:1MB", "host:1TB", "host:100%", "host:100%-xdist", "device:80%"])
-def test_clearing_on_the_processs_host_memory_and_what_a_share_of_the_limit_is(pytester, value):
-    """host:SIZE clears after each test that leaves the process at SIZE or more: 1MB, every test;
-    1TB, none. host:N% says what it is a share of, and where that was read; device:N% on a CPU
-    says that it never clears (no device reports a limit)."""
+def _cleared_at(pytester, value, *args):
+    """SHAPES run with ``--tpumem-clear-caches=VALUE``: host:SIZE clears after each test that leaves
+    the process at SIZE or more; host:N% says what it is a share of, and where that was read;
+    device:N% on a CPU says that it never clears (no device reports a limit)."""
     pytester.makepyfile(test_shapes=SHAPES)
-    value, _, xdist = value.partition("-")
-    if xdist:
-        pytest.importorskip("xdist")
-    args = ("-n", "2") if xdist else ()
-    result = pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", *args, f"--tpumem-clear-caches={value}")
-    text = result.stdout.str()
-    if value == "host:1MB":
-        result.assert_outcomes(passed=SHAPES_RUN)
-        result.stdout.fnmatch_lines(
-            [f"  jax.clear_caches(), * ran after {SHAPES_RUN} tests (--tpumem-clear-caches=host:1MB): they freed *"]
-        )
-        assert _held_at_end(text) == 0
-    elif value == "host:1TB":
-        assert "malloc_trim(0) ran" not in text and _held_at_end(text) >= SHAPES_RUN
-    elif xdist:
-        said = [line for line in result.stdout.lines if "host:100% is" in line]
-        assert len(said) == 2 and all(line.endswith(", shared by 2 pytest-xdist workers)") for line in said), said
-    elif value == "host:100%":
-        assert "malloc_trim(0) ran" not in text  # the whole of the runner's limit: never reached
-        result.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
-    else:
-        result.stdout.fnmatch_lines(
-            ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]
-        )
+    return pytester.runpytest_subprocess("--tpumem", "-p", "no:randomly", *args, f"--tpumem-clear-caches={value}")
+
+
+def test_clearing_on_host_memory_of_1mb_clears_after_every_test(pytester):
+    result = _cleared_at(pytester, "host:1MB")
+    result.assert_outcomes(passed=SHAPES_RUN)
+    result.stdout.fnmatch_lines(
+        [f"  jax.clear_caches(), * ran after {SHAPES_RUN} tests (--tpumem-clear-caches=host:1MB): they freed *"]
+    )
+    assert _held_at_end(result.stdout.str()) == 0
+
+
+def test_clearing_on_host_memory_of_1tb_never_clears(pytester):
+    text = _cleared_at(pytester, "host:1TB").stdout.str()
+    assert "malloc_trim(0) ran" not in text and _held_at_end(text) >= SHAPES_RUN
+
+
+def test_clearing_on_a_share_of_the_limit_says_what_it_is_a_share_of(pytester):
+    result = _cleared_at(pytester, "host:100%")
+    assert "malloc_trim(0) ran" not in result.stdout.str()  # the whole of the runner's limit: never reached
+    result.stdout.fnmatch_lines(["  host:100% is *B here: 100% of *B (*)"])  # a cgroup limit, else MemTotal
+
+
+def test_clearing_on_a_share_of_the_limit_under_xdist_says_the_workers_share_it(pytester):
+    pytest.importorskip("xdist")
+    result = _cleared_at(pytester, "host:100%", "-n", "2")
+    said = [line for line in result.stdout.lines if "host:100% is" in line]
+    assert len(said) == 2 and all(line.endswith(", shared by 2 pytest-xdist workers)") for line in said), said
+
+
+def test_clearing_on_a_share_of_a_device_limit_on_a_cpu_says_it_never_clears(pytester):
+    _cleared_at(pytester, "device:80%").stdout.fnmatch_lines(
+        ["  --tpumem-clear-caches=device:80% never cleared: no device here reports a bytes_limit (*)"]
+    )
 
 
 @pytest.mark.parametrize(
