@@ -66,7 +66,10 @@ def _child(cwd: str, env: dict[str, str], args: list[str], out: str, err: str) -
 
     sys.path[:] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *fresh_server.BASE_PATH]
     sys.argv = [sys.executable, *args]
+    import fresh_workers
     import pytest
+
+    fresh_workers.start()
 
     try:
         code = int(pytest.main(args))

@@ -39,6 +39,7 @@ with tempfile.TemporaryDirectory() as _scratch, contextlib.redirect_stdout(io.St
         os.chdir(_cwd)
 
 import fresh  # noqa: E402,F401  (what each run's target is unpickled from)
+import fresh_workers  # noqa: E402,F401  (each run's xdist workers)
 from _pytest.assertion.rewrite import AssertionRewritingHook  # noqa: E402
 
 # An editable install is imported past pytest's rewriting hook (its finder is not on sys.path), and
