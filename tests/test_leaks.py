@@ -1,7 +1,9 @@
 """Planted leaks must fail, naming device and growth; their clean twins must pass (and do, run after
-run under load: benchmarks/bench_steady.py)."""
+run under load: benchmarks/bench_steady.py). The runs of the whole planted files are also checked for
+one verdict per test (tests/verdicts.py), as test_one_verdict.py checks them under pytest-xdist."""
 
 import pytest
+import verdicts
 
 LEAKS = {
     "test_module_list_keeps_arrays": "cpu:0 live arrays grew 16.0MB/iteration",
@@ -60,8 +62,8 @@ def _host_rate(out, name):
     return float(found.group(1))
 
 
-def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted):
-    result = planted.runpytest("--tpumem", "test_leaky.py")
+def test_every_planted_leak_fails_with_device_growth_and_its_own_line(planted, monkeypatch):
+    _, result = verdicts.agree(planted, "test_leaky.py", monkeypatch=monkeypatch)
     result.assert_outcomes(failed=len(LEAKS) + len(HOST_SITES) + 2)  # and the two compile-cache leaks
     for name, growth in LEAKS.items():
         result.stdout.fnmatch_lines(
@@ -116,8 +118,8 @@ def test_a_jit_compiled_anew_every_call_is_a_leak_that_names_the_function(plante
     )
 
 
-def test_clean_code_gets_no_site_list(planted):
-    result = planted.runpytest("--tpumem", "-rA", "test_clean.py")
+def test_clean_code_gets_no_site_list(planted, monkeypatch):
+    _, result = verdicts.agree(planted, "-rA", "test_clean.py", monkeypatch=monkeypatch)
     result.assert_outcomes(passed=11)
     out = result.stdout.str()
     assert "still alive after the last run" not in out and "compile cache grows" not in out

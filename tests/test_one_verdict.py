@@ -64,21 +64,31 @@ def test_the_sweep_fails_what_it_finds_in_every_order(planted, monkeypatch, orde
     _in_order(planted, monkeypatch, "test_sweep_programs.py", order, SWEPT, *args)
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+SUITES = {
+    "leaky": ("test_leaky.py",),
+    "clean": ("test_clean.py",),
+    "programs": ("test_sweep_programs.py",),
+    "clean-swept": ("test_clean.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
+}
+WAYS = {"serial": (), "xdist": ("-n", "2")}
+
+
+# test_orders.py, and test_sweep_programs.py under the sweep, are run serially and under xdist (and
+# checked the same way) by the two tests above; test_leaky.py and test_clean.py serially by
+# test_leaks.py, whose runs check what each failure says too.
 @pytest.mark.parametrize(
-    "suite",
+    "suite, way",
     [
-        ("test_leaky.py",),
-        ("test_clean.py",),
-        ("test_sweep_programs.py",),
-        ("test_clean.py", "--tpumem-leak-check=all", "--tpumem-leak-threshold=10MB"),
+        ("leaky", "xdist"),
+        ("clean", "xdist"),
+        ("programs", "serial"),
+        ("programs", "xdist"),
+        ("clean-swept", "serial"),
+        ("clean-swept", "xdist"),
     ],
-    ids=["leaky", "clean", "programs", "clean-swept"],
 )
-def test_pytest_and_the_plugin_say_the_same_of_every_planted_suite(planted, monkeypatch, suite, xdist):
-    # test_orders.py, and test_sweep_programs.py under the sweep, are run serially and under xdist
-    # (and checked the same way) by the two tests above
-    verdicts.run(planted, *suite, *xdist, monkeypatch=monkeypatch)
+def test_pytest_and_the_plugin_say_the_same_of_every_planted_suite(planted, monkeypatch, suite, way):
+    verdicts.run(planted, *SUITES[suite], *WAYS[way], monkeypatch=monkeypatch)
 
 
 def test_a_budget_of_the_whole_device_counts_what_others_left_and_names_who(planted, monkeypatch):

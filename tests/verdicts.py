@@ -1,6 +1,7 @@
 """One verdict per test: what pytest reports (its JUnit XML), and what the plugin's summary, JSON
 report and HTML page say, agree (issue 27). ``run(pytester, *args)`` runs a planted suite with all
-four written and checks them against each other; it returns each test's outcome by its short name.
+four written and checks them against each other; it returns each test's outcome by its short name
+(``agree`` returns pytest's result too, for a test that checks what the run said).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def _short(nodeid: str) -> str:
 def run(pytester, *args: str, reverse: bool = False, monkeypatch=None) -> dict[str, str]:
     """Run ``args`` under --tpumem with a JUnit XML, a JSON report and a page, check that they agree,
     and return each test's outcome (by its name without the file)."""
+    return agree(pytester, *args, reverse=reverse, monkeypatch=monkeypatch)[0]
+
+
+def agree(pytester, *args: str, reverse: bool = False, monkeypatch=None):
+    """``run``'s outcomes, and pytest's ``RunResult``."""
     pytester.makeconftest(REVERSE)
     if monkeypatch is not None:
         if reverse:
@@ -98,4 +104,4 @@ def run(pytester, *args: str, reverse: bool = False, monkeypatch=None) -> dict[s
         found = re.findall(r'<tr data-test="([^"]*)" data-verdict="([^"]*)"', page_text)
         rows = {html.unescape(test): html.unescape(verdict) for test, verdict in found}
         assert {nodeid: rows.get(nodeid) for nodeid in tests} == {n: e["verdict"] for n, e in tests.items()}
-    return pytest_says
+    return pytest_says, result
