@@ -1,8 +1,12 @@
 """(u) What the plugin's own tests cost: ``python -m pytest tests -n 2`` of an earlier commit and of
 this checkout, one after the other, in one sitting.
 
-    python benchmarks/bench_tests.py 0b1fafd          # that commit, then this checkout
-    python benchmarks/bench_tests.py 0b1fafd -n auto  # the arguments after the commit go to pytest
+    python benchmarks/bench_tests.py 0b1fafd            # that commit, then this checkout
+    python benchmarks/bench_tests.py 0b1fafd --pairs 2  # before, after, before, after
+    python benchmarks/bench_tests.py 0b1fafd -n auto    # the other arguments go to pytest
+
+This machine's speed moves by 15-25% within an hour: ``--pairs`` alternates the two, and each pair's
+ratio is shown beside the ratio of the sums.
 
 Each runs in a copy (``git archive`` of the commit; this checkout's files as ``copy_checkout``
 copies them), put first on ``PYTHONPATH``, with this interpreter. Its CPU time is counted in a
@@ -63,7 +67,10 @@ def main() -> int:
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    commit, args = sys.argv[1], sys.argv[2:] or ["-n", "2"]
+    commit, args, pairs = sys.argv[1], sys.argv[2:], 1
+    if args[:1] == ["--pairs"]:
+        pairs, args = int(args[1]), args[2:]
+    args = args or ["-n", "2"]
     if not CPUACCT.is_dir():
         raise SystemExit(f"bench_tests.py: {CPUACCT} is not here: the CPU of forked runs cannot be counted")
     load = os.getloadavg()[0]
@@ -74,13 +81,22 @@ def main() -> int:
         subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
         copy_checkout(after)
         here = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True)
-        rows = [(commit, *timed("before", before, args)), (here.stdout.strip(), *timed("after", after, args))]
+        rows = []
+        for _ in range(pairs):
+            rows.append((commit, *timed("before", before, args)))
+            rows.append((here.stdout.strip(), *timed("after", after, args)))
     print(f"machine: {machine()}; load average at the start: {load:.2f}")
-    print(f"python -m pytest tests {' '.join(args)}\n")
+    print(f"python -m pytest tests {' '.join(args)}, {pairs} pair(s), one after the other\n")
     print("| code | wall | CPU | tests |\n|---|---|---|---|")
     for code, wall, cpu, said in rows:
         print(f"| {code} | {wall / 60:.1f} min | {cpu / 60:.1f} min | {said} |")
-    print(f"\nafter / before: wall {rows[1][1] / rows[0][1]:.2f}, CPU {rows[1][2] / rows[0][2]:.2f}")
+    print()
+    for i in range(0, len(rows), 2):
+        print(
+            f"pair {i // 2 + 1}: after / before: wall {rows[i + 1][1] / rows[i][1]:.2f}, CPU {rows[i + 1][2] / rows[i][2]:.2f}"
+        )
+    sums = [sum(r[k] for r in rows[j::2]) for j in (0, 1) for k in (1, 2)]
+    print(f"all pairs: after / before: wall {sums[2] / sums[0]:.2f}, CPU {sums[3] / sums[1]:.2f}")
     return 0
 
 
