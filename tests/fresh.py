@@ -12,7 +12,8 @@ files, its exit status (or minus the signal that killed it) as the result's ``re
 
 What the fork inherits that a new interpreter would read again is set again: the environment,
 ``PYTHONPATH``'s entries first on ``sys.path``, ``tempfile``'s directory (``TMPDIR``). An editable
-install of pytest-tpumem is left for each run to import (tests/fresh_server.py).
+install of pytest-tpumem is left for each run to import (tests/fresh_server.py). A run's
+pytest-xdist workers are forked too (tests/fresh_workers.py).
 
 A new interpreter is still started, as pytester starts it, where a fork could not be the same:
 - the test is marked ``interpreter`` (what a run imports is the point);
