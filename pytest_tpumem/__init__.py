@@ -1,31 +1,6 @@
 """pytest-tpumem: device-memory leak checks and HBM budgets for JAX test suites.
 
-The package is laid out by role, in the order of one measurement:
-
-- ``readings/``: where the numbers come from. ``devices`` (memory_stats, live arrays), ``programs``
-  (executables compiled during a test), ``host`` (RSS, VmHWM), ``capture`` (the programs a test
-  lowers), ``retarget`` and ``tpu`` (a program compiled for a TPU target with libtpu), ``buffers``
-  (that compile's buffer assignment), ``jaxcompat`` (every private jax API, one check per feature).
-- ``measuring/``: readings taken over a stretch of code. ``peak`` (one measurement: the programs it
-  runs, a sampler, the body's frame kept to its end) and ``leak`` (a leak check's runs, each read).
-- ``decisions/``: what is decided from them. ``peak`` (witnesses and the peak), ``budget`` (the
-  peak against a budget), ``leak`` (the leak rule), ``target`` (the budget on a TPU target),
-  ``oom`` (out of device memory), ``verdict``, ``compare``, ``entry`` (the wire format: a test's
-  Entry and a run's Report, to and from JSON). Each check gives one result: plain frozen data that
-  knows whether it failed and its verdict, and nothing of words.
-- ``telling/``: how it is told. A module per check (``budget``, ``target``, ``leak``, ``oom``)
-  writes its failure text, report section and row, found by the result's type in ``results``;
-  ``header``, ``run``, ``words``, ``rows`` (the summary), ``report`` (the JSON report),
-  ``comparison``, ``files``, ``svg``.
-- ``checks``: the checks as a user calls them without pytest, each measuring then deciding
-  (``check_leaks``, ``PeakTracker``, ``message``).
-- ``glue/`` and ``plugin.py``: pytest. ``plugin.py`` is the entry point (options, markers,
-  fixtures; it imports nothing else), ``glue/options`` and ``glue/markers`` (one source for each
-  option and marker signature), ``glue/plan`` (a test's markers parsed once, at setup),
-  ``glue/fixtures``, ``glue/failures`` (one clean line), and the active part,
-  registered only under --tpumem: ``glue/measure`` (per test) and ``glue/reporter`` (per run:
-  rows, reports, baseline, summary), found through ``glue/active``'s stash keys; ``glue/hookspecs``.
-- ``units`` (sizes), ``targets`` (TPU generations), ``defaults`` (every default).
+Where each part lives, and which way imports run: docs/architecture.md.
 
 The core works without pytest::
 

@@ -119,3 +119,32 @@ def test_the_reader_sees_a_planted_import_against_the_grain(tmp_path, monkeypatc
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
     assert _imports(planted) == {"telling.text"}
     assert _against_the_grain() == {("readings.planted", "telling.text")}
+
+
+def _sections(text: str) -> dict[str, str]:
+    """docs/architecture.md's text under each ``## `` heading, by heading."""
+    sections, heading = {}, ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+        sections[heading] = sections.get(heading, "") + line + "\n"
+    return sections
+
+
+def test_every_module_is_named_in_the_package_map_under_its_folder():
+    """docs/architecture.md is the package's map: each module named in its folder's section (or a
+    top-level one in "The rest of the package"), so that a new module is placed and said."""
+    sections = _sections((PACKAGE.parent / "docs" / "architecture.md").read_text())
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.name == "__init__.py" and rel.parent != pathlib.Path("."):
+            continue  # a layer's __init__ holds nothing
+        if rel.parent != pathlib.Path("."):
+            text = "".join(t for h, t in sections.items() if f"`pytest_tpumem/{rel.parent}/`" in h)
+        else:  # plugin.py has its place beside glue/
+            text = "".join(t for h, t in sections.items() if h == "The rest of the package" or f"`{rel}`" in h)
+        names = {f"`{rel.name}`", f"`{rel}`", f"`pytest_tpumem/{rel}`"}
+        if not any(name in text for name in names):
+            missing.append(str(rel))
+    assert not missing, f"not named in docs/architecture.md under its folder: {missing}"
