@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import ReportError
@@ -46,23 +46,6 @@ _CONTEXT: dict[str, tuple[str, bool]] = {  # key: (kind, null allowed)
     "rootdir": (_TEXT, True),
     "settings": (_OBJECT, True),
 }
-_ENTRY: dict[str, tuple[str, bool]] = {
-    "outcome": (_TEXT, False),
-    "verdict": (_TEXT, False),
-    "peak": (_INT, True),
-    "peaks": (_OBJECT, False),
-    "budget": (_INT, True),
-    "witness": (_TEXT, False),
-    "growth": (_INT, True),
-    "threshold": (_INT, True),
-    "growth_source": (_TEXT, False),
-    "stand_in": (_BOOL, False),
-    "host_peak": (_INT, True),
-    "checks": (_LIST, False),
-    "failure": (_TEXT, False),
-}
-_SIZES = ("peak", "growth", "budget", "threshold", "host_peak")
-_SIGNED = {"growth"}  # a figure that may be below 0 (memory given back)
 
 # A suite ledger's line (docs/report-schema.md, telling.ledger.report_record): each key's kind (null
 # is allowed for each: not known), then its whole numbers, True where one may be below 0 (a change).
@@ -231,25 +214,47 @@ def _merged_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
+def _wire(
+    kind: str,
+    *,
+    null: bool = False,
+    size: bool = False,
+    signed: bool = False,
+    read: Any = None,
+    write: Any = None,
+    **default: Any,
+) -> Any:
+    """An Entry field that is a key of a report's test: its JSON kind, whether null is allowed,
+    whether it is bytes (``signed``: that may be below 0, memory given back), how a value read is
+    made the field's (``read``) and the field's written (``write``)."""
+    meta = {"kind": kind, "null": null, "size": size, "signed": signed, "read": read, "write": write}
+    return field(metadata=meta, **default)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Entry:
     """One test's figures: the worst verdict of its checks, its peak per device and the largest
     (``peak``), its budget, the witness, its growth per iteration (the largest) with the threshold
-    and the series it was read from, and every check's record."""
+    and the series it was read from, and every check's record. Each field but ``extra`` is a key of
+    the report's test, in this order (docs/report-schema.md); how it is read, checked and written
+    follows from the field (``_wire``). Made by keyword."""
 
-    verdict: Verdict = Verdict.OK
-    outcome: str = ""  # pytest's: "passed", "failed", "skipped"; "" where not known
-    peak: int | None = None
-    peaks: dict[str, int] = field(default_factory=dict)
-    budget: int | None = None
-    witness: str = ""
-    growth: int | None = None
-    threshold: int | None = None
-    growth_source: str = ""
-    stand_in: bool = False  # live arrays stood in for device memory (CPU)
-    host_peak: int | None = None
-    checks: tuple[dict[str, Any], ...] = ()
-    failure: str = ""  # where it failed: pytest's text of why (its last FAILURE_CHARS characters)
+    outcome: str = _wire(_TEXT, default="")  # pytest's: "passed", "failed", "skipped"; "" where not known
+    verdict: Verdict = _wire(_TEXT, default=Verdict.OK, read=Verdict, write=lambda v: v.value)
+    peak: int | None = _wire(_INT, null=True, size=True, default=None)
+    peaks: dict[str, int] = _wire(_OBJECT, default_factory=dict, read=lambda v: dict(v or {}), write=dict)
+    budget: int | None = _wire(_INT, null=True, size=True, default=None)
+    witness: str = _wire(_TEXT, default="")
+    growth: int | None = _wire(_INT, null=True, size=True, signed=True, default=None)
+    threshold: int | None = _wire(_INT, null=True, size=True, default=None)
+    growth_source: str = _wire(_TEXT, default="")
+    stand_in: bool = _wire(_BOOL, default=False, read=bool)  # live arrays stood in for device memory (CPU)
+    host_peak: int | None = _wire(_INT, null=True, size=True, default=None)
+    checks: tuple[dict[str, Any], ...] = _wire(
+        _LIST, default=(), read=lambda v: tuple(v or ()), write=lambda v: [dict(c) for c in v]
+    )
+    # where it failed: pytest's text of why (its last FAILURE_CHARS characters); written only then
+    failure: str = _wire(_TEXT, default="")
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, written back as read
 
     @classmethod
@@ -272,20 +277,11 @@ class Entry:
     @classmethod
     def _read(cls, obj: dict[str, Any], **given: Any) -> Entry:
         """An entry of the keys of ``obj`` it knows (each absent one at its default), then ``given``."""
-        fields: dict[str, Any] = {
-            "verdict": Verdict(obj.get("verdict", "ok")),
-            "outcome": obj.get("outcome", ""),
-            "peak": obj.get("peak"),
-            "peaks": dict(obj.get("peaks") or {}),
-            "budget": obj.get("budget"),
-            "witness": obj.get("witness", ""),
-            "growth": obj.get("growth"),
-            "threshold": obj.get("threshold"),
-            "growth_source": obj.get("growth_source", ""),
-            "stand_in": bool(obj.get("stand_in", False)),
-            "host_peak": obj.get("host_peak"),
-            "failure": obj.get("failure", ""),
-        }
+        fields = {}
+        for f in _WIRE:
+            if f.name in obj and f.name not in given:
+                read = f.metadata["read"]
+                fields[f.name] = read(obj[f.name]) if read else obj[f.name]
         return cls(**{**fields, **given})
 
     @property
@@ -315,22 +311,12 @@ class Entry:
         return (self.verdict.rank, -max(ratio, growth_ratio), -peak)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "verdict": self.verdict.value,
-            "peak": self.peak,
-            "peaks": dict(self.peaks),
-            "budget": self.budget,
-            "witness": self.witness,
-            "growth": self.growth,
-            "threshold": self.threshold,
-            "growth_source": self.growth_source,
-            "stand_in": self.stand_in,
-            "host_peak": self.host_peak,
-            "checks": [dict(c) for c in self.checks],
-            **({"failure": self.failure} if self.failure else {}),
-            **self.extra,
-        }
+        out = {}
+        for f in _WIRE:
+            value, write = getattr(self, f.name), f.metadata["write"]
+            if f.name != "failure" or value:
+                out[f.name] = write(value) if write else value
+        return {**out, **self.extra}
 
     @classmethod
     def from_json(cls, obj: Any, where: str, nodeid: str) -> Entry:
@@ -360,6 +346,12 @@ class Entry:
         if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
             raise ReportError(f'{where}: {name} "checks" is not a list of objects')
         return cls._read(obj, checks=tuple(checks), extra={k: v for k, v in obj.items() if k not in _ENTRY})
+
+
+_WIRE = [f for f in fields(Entry) if "kind" in f.metadata]
+_ENTRY: dict[str, tuple[str, bool]] = {f.name: (f.metadata["kind"], f.metadata["null"]) for f in _WIRE}
+_SIZES = tuple(f.name for f in _WIRE if f.metadata["size"])
+_SIGNED = {f.name for f in _WIRE if f.metadata["signed"]}
 
 
 def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:

@@ -28,8 +28,8 @@ def test_a_report_goes_through_json_and_back_unchanged_with_a_key_it_does_not_kn
 
 
 def test_merged_entries_keep_the_worst_and_the_largest_and_name_a_shared_device_by_process():
-    a = Entry(Verdict.OK, "passed", 5, {"cpu:0": 5}, growth=1)
-    b = Entry(Verdict.LEAK, "failed", 3, {"cpu:0": 3}, growth=9)
+    a = Entry(outcome="passed", peak=5, peaks={"cpu:0": 5}, growth=1)
+    b = Entry(verdict=Verdict.LEAK, outcome="failed", peak=3, peaks={"cpu:0": 3}, growth=9)
     m = merged_entries([(0, a), (1, b)])
     assert (m.verdict, m.outcome, m.peak, m.growth) == (Verdict.LEAK, "failed", 5, 9)
     assert m.peaks == {"cpu:0": 5, "p1:cpu:0": 3}

@@ -44,7 +44,7 @@ def test_an_entry_of_records_has_no_outcome_or_failure_unless_given():
 
 
 def test_one_process_s_entry_is_the_merged_entry():
-    e = Entry(Verdict.LEAK, "failed", 5, {"cpu:0": 5}, failure="boom")
+    e = Entry(verdict=Verdict.LEAK, outcome="failed", peak=5, peaks={"cpu:0": 5}, failure="boom")
     assert merged_entries([(3, e)]) is e
 
 
@@ -55,8 +55,8 @@ def test_one_process_named_twice_keeps_one_label_with_the_larger_figure():
 
 
 def test_merged_entries_keep_the_first_s_budget_and_the_largest_figures():
-    a = Entry(Verdict.OK, "passed", None, {"cpu:0": 5}, budget=10 * MB, witness="end", threshold=MB, stand_in=True)
-    b = Entry(Verdict.OK, "passed", 7 * MB, {"cpu:1": 7 * MB}, budget=20 * MB, host_peak=3 * MB, growth=None)
+    a = Entry(outcome="passed", peaks={"cpu:0": 5}, budget=10 * MB, witness="end", threshold=MB, stand_in=True)
+    b = Entry(outcome="passed", peak=7 * MB, peaks={"cpu:1": 7 * MB}, budget=20 * MB, host_peak=3 * MB, growth=None)
     m = merged_entries([(0, a), (1, b)])
     assert (m.peak, m.host_peak, m.budget, m.witness, m.threshold, m.stand_in) == (
         7 * MB,

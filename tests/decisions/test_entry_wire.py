@@ -31,10 +31,10 @@ def test_an_entry_says_where_it_failed_only_where_it_did():
 
 def test_every_figure_of_an_entry_goes_through_json_and_back():
     e = Entry(
-        Verdict.LEAK,
-        "failed",
-        30 * MB,
-        {"cpu:0": 30 * MB},
+        verdict=Verdict.LEAK,
+        outcome="failed",
+        peak=30 * MB,
+        peaks={"cpu:0": 30 * MB},
         budget=40 * MB,
         witness="body-end",
         growth=12 * MB,
@@ -196,7 +196,7 @@ def test_a_context_s_counts_are_from_zero_to_two_to_the_31(key):
         (Entry(growth=5 * MB), (5, 0.0, 0)),  # no threshold: no ratio
         (Entry(threshold=10 * MB), (5, 0.0, 0)),  # no growth: none
         (Entry(), (5, 0.0, 0)),
-        (Entry(Verdict.OOM, peaks={"cpu:0": MB}, budget=MB), (0, -1.0, -MB)),
+        (Entry(verdict=Verdict.OOM, peaks={"cpu:0": MB}, budget=MB), (0, -1.0, -MB)),
     ],
 )
 def test_the_order_of_the_summary_is_the_verdict_then_the_nearest_to_its_limit_then_the_peak(entry, key):
