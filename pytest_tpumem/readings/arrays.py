@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import jaxcompat
-from .devices import device_label, shard_bytes
+from .devices import buffer_key, device_label, shard_bytes
 from .frames import Frame, user_frame
 
 
@@ -37,8 +37,6 @@ class ArrayBirths:
         two arrays on the same device buffers (jaxlib up to 0.11 makes a second one for an array a
         jit closes over), the first only."""
         import jax
-
-        from .devices import buffer_key
 
         out = []
         buffers: set[Any] = set()

@@ -18,6 +18,7 @@ from typing import Any
 from . import devices as device_readings
 from . import jaxcompat
 from .host import host_rss
+from .programs import count_by_site, held_by_site
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,6 @@ class BetweenTests:
 
     def programs_by_site(self) -> dict[Any, int]:
         """The programs jax holds now, by the user's line that compiled them (about 10 us each)."""
-        from .programs import held_by_site
-
         return held_by_site(self._devices or [])
 
     def bytes_limits(self) -> dict[str, int]:
@@ -109,6 +108,4 @@ class BetweenTests:
         before, self._programs = self._programs, ids
         if before is None:
             return {}  # the first reading: what was compiled before it is no owner's
-        from .programs import count_by_site
-
         return count_by_site([e for e in listed if id(e) not in before])

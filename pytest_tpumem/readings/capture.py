@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -61,8 +62,6 @@ class CapturedProgram:
     @property
     def source(self) -> str:
         """Where the traced function is defined ("test_model.py:12"), or "" for an operation jax ran eagerly."""
-        import os
-
         import jax
 
         where = str(getattr(self._debug_info, "func_src_info", None) or "")
@@ -125,8 +124,6 @@ class ProgramCapture:
         """Finds the hook point (jaxcompat.Unavailable where this jax has none); installs nothing
         yet. ``devices``: where the other arrays in use are read (default: every local device);
         ``resident=False`` reads none (the programs are wanted for their jaxprs alone)."""
-        import os
-
         jaxcompat.lowering_available()
         # The hook's frame, and the compiles for a target, are tpumem's: never a program's source line.
         jaxcompat.exclude_from_source_lines(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -4,9 +4,14 @@ among jax.distributed's processes, the git commit. Read without starting jax's b
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import Any
+
+from . import jaxcompat
+from .devices import installed_versions
 
 # Environment variables that change how much device memory a run has or takes, or which devices it sees.
 _ENV_PREFIXES = (
@@ -35,10 +40,6 @@ def memory_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 def versions() -> dict[str, str]:
     """Python, pytest, pytest-tpumem and jax's packages as installed (package metadata: no import)."""
-    from importlib import metadata
-
-    from .devices import installed_versions
-
     out = {"python": ".".join(map(str, sys.version_info[:3]))}
     for name in ("pytest", "pytest-tpumem"):
         try:
@@ -51,7 +52,6 @@ def versions() -> dict[str, str]:
 def git(directory: str) -> dict[str, Any] | None:
     """The commit checked out in ``directory`` and whether the work tree differs from it; None
     outside a git work tree (or without git)."""
-    import subprocess
 
     def run(*args: str) -> str | None:
         try:
@@ -72,12 +72,10 @@ def process() -> tuple[int, int]:
     """(index, count) of this process among jax.distributed's processes: from jax.distributed's
     state where it was initialized (a process that measured nothing has no backend started), else
     from the backend where it is started; (0, 1) otherwise (never started here to find out)."""
-    from .jaxcompat import backends_started, distributed_process
-
-    known = distributed_process()
+    known = jaxcompat.distributed_process()
     if known is not None:
         return known
-    if not backends_started():
+    if not jaxcompat.backends_started():
         return 0, 1
     import jax
 

@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import math
+import os
+import subprocess
+import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
+
+from . import jaxcompat
+from .host import host_peak_resettable, malloc_figures
 
 # One reading at a time, in every thread. A walk of the live arrays holds a reference to each until
 # it ends: an array the code dropped meanwhile stays alive (and its device memory in use) until then.
@@ -49,9 +58,7 @@ def local_devices() -> list[Any]:
     Starting the backend may load libtpu, whose start-up noise is kept off the terminal."""
     import jax
 
-    from .jaxcompat import backends_started
-
-    if backends_started():
+    if jaxcompat.backends_started():
         return list(jax.local_devices())
     with libtpu_startup_filtered():
         return list(jax.local_devices())
@@ -166,8 +173,6 @@ class LiveBytesKept:
         self.owned_on: dict[str, dict[str, int]] = {}  # owner -> device label -> those bytes on that device
 
     def _entry(self, key: int, arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
-        import weakref
-
         labels, n = _layout(arr)
         if len(labels) == 1:
             try:
@@ -371,8 +376,6 @@ _DISTRIBUTIONS = ("jax", "jaxlib", "libtpu", "jax-cuda12-plugin", "jax-cuda13-pl
 
 def installed_versions() -> dict[str, str]:
     """Versions of jax and its backends as installed, read from package metadata (no import)."""
-    from importlib import metadata
-
     out = {}
     for name in _DISTRIBUTIONS:
         try:
@@ -387,9 +390,6 @@ def backend_summary(devices: list[Any] | None = None) -> dict[str, Any]:
     sources they offer, and the features this jax lacks. Starts the backend: call it only once
     the suite has configured jax."""
     import jax
-
-    from . import jaxcompat
-    from .host import host_peak_resettable, malloc_figures
 
     devices = local_devices() if devices is None else list(devices)
     stats = memory_stats(devices[0]) if devices else None
@@ -439,11 +439,6 @@ def libtpu_startup_filtered() -> Iterator[None]:
     (file descriptor 2) passes through a filter process that drops libtpu's start-up noise and
     passes every other line on at once. Does nothing where libtpu is not installed, or where the
     filter cannot be started; harmless where libtpu has loaded already."""
-    import importlib.util
-    import os
-    import subprocess
-    import sys
-
     if importlib.util.find_spec("libtpu") is None:
         yield
         return

@@ -33,6 +33,7 @@ from typing import Any
 
 from . import devices as device_readings
 from . import jaxcompat
+from .programs import program_name
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,6 @@ def need_of(executable: Any, name: str = "") -> Need | None:
         if peak <= 0 or executable.client.platform == "cpu":
             peak = max(peak, args + outputs + temps - alias)
         if not name:
-            from .programs import program_name
-
             name = program_name(executable)
         devices = tuple(device_readings.device_label(d) for d in executable.local_devices())
     except Exception:

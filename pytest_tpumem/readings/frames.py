@@ -9,7 +9,10 @@ that line is in a helper several calls away from the test.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import site
+import sysconfig
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +57,6 @@ class Frame:
 
 @functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[str, ...]:
-    import importlib.util
-    import site
-    import sysconfig
-
     paths = sysconfig.get_paths()
     roots = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
     try:

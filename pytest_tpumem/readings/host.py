@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import tracemalloc
 from typing import Any
+
+from .frames import Frame, is_user_file, short_path
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -65,7 +69,6 @@ _MALLINFO2: list[Any] = []
 def _mallinfo2() -> Any:
     if not _MALLINFO2:
         try:
-            import ctypes
 
             class Mallinfo2(ctypes.Structure):
                 _fields_ = [
@@ -94,8 +97,6 @@ def _mallinfo2() -> Any:
 
 
 def host_peak_resettable() -> bool:
-    import os
-
     return os.access("/proc/self/clear_refs", os.W_OK)
 
 
@@ -121,8 +122,6 @@ def trim_host() -> None:
     the buffer's size from one iteration to the next: noise as large as the allocation.
     """
     try:
-        import ctypes
-
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc
@@ -134,10 +133,6 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
 
     tracemalloc sees Python's and numpy's allocations (a numpy copy of a device array shows at the
     line that made it), not XLA's. Tracing slows the run; call it only once a host leak was found."""
-    import tracemalloc
-
-    from .frames import Frame, is_user_file, short_path
-
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start(depth)
@@ -166,11 +161,8 @@ def traced_growth(run: Any, depth: int = 32) -> list[tuple[Any, int, int]]:
 def allocated_at(obj: Any) -> Any:
     """The user's line that allocated ``obj`` (readings.frames.Frame), where tracemalloc traces
     (``python -X tracemalloc=4`` or ``PYTHONTRACEMALLOC=4``: one frame, the default, is numpy's own) and saw it made; else None."""
-    import tracemalloc
-
     if not tracemalloc.is_tracing():
         return None
-    from .frames import Frame, is_user_file, short_path
 
     traceback = tracemalloc.get_object_traceback(obj)
     for frame in reversed(traceback or ()):  # innermost first
@@ -184,8 +176,6 @@ _V1_UNLIMITED = 1 << 62
 
 
 def _read(root: str, path: str) -> str | None:
-    import os
-
     try:
         with open(os.path.join(root, path.lstrip("/"))) as f:
             return f.read()

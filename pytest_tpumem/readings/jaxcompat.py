@@ -12,6 +12,7 @@ measured test has run, after the suite configured jax).
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import weakref
@@ -270,8 +271,6 @@ def lowering_available() -> None:
 def patch_lowering(record: Callable[[Lowering], None]) -> Callable[[], None]:
     """Calls ``record`` with every program jax lowers (before it lowers it) and returns the function
     that undoes it; Unavailable where this jax has no lowering entry. ``record`` must not raise."""
-    import inspect
-
     lowering_available()
     from jax._src import pjit
 

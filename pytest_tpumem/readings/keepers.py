@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
+import tracemalloc
 import types
 from collections import deque
 from dataclasses import dataclass
@@ -103,8 +104,6 @@ class Walk:
     budget: Budget | None = None
 
     def __init__(self, seconds: float = WALK_S, ignore: tuple[Any, ...] = ()):
-        import tracemalloc
-
         # tracing every allocation slows a walk several times: one who turned it on asked for the lines
         self.began = time.monotonic()
         self.deadline = self.began + seconds * (TRACING_SLOWER if tracemalloc.is_tracing() else 1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+import math
 import os
 import re
 import sys
@@ -123,8 +124,6 @@ def _shape(v: Any) -> str:
 
 def _count(v: Any) -> int:
     """Elements of a value: what a reshape or a bitcast of it keeps, as the HLO's array shows it."""
-    import math
-
     try:
         return int(math.prod(getattr(_aval(v), "shape", ())))
     except Exception:

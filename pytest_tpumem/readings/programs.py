@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import jaxcompat
+from .buffers import hlo_buffers
+from .frames import user_frame
 
 
 def _client(devices: list[Any]) -> Any:
@@ -17,8 +19,6 @@ def _client(devices: list[Any]) -> Any:
 
 def program_buffers(executables: list[Any]) -> tuple[Any, ...]:
     """What each program's optimized HLO materializes (readings.buffers.hlo_buffers), all programs together."""
-    from .buffers import hlo_buffers
-
     out: list[Any] = []
     for exe in executables:
         try:
@@ -54,8 +54,6 @@ def held_now(devices: list[Any]) -> list[Any] | None:
 def program_made(exe: Any, earlier: bool = False) -> ProgramMade:
     """Which program ``exe`` is, and the user's line that compiled it (its HLO module's name and
     its recorded traceback are read: call it for the few programs a report names)."""
-    from .frames import user_frame
-
     try:
         return ProgramMade(program_name(exe), user_frame(jaxcompat.recorded_traceback(exe)), earlier, id(exe))
     except Exception:
@@ -70,8 +68,6 @@ def held_by_site(devices: list[Any]) -> dict[Any, int]:
 
 def count_by_site(executables: list[Any]) -> dict[Any, int]:
     """How many of ``executables`` each user's line compiled."""
-    from .frames import user_frame
-
     out: dict[Any, int] = {}
     for exe in executables:
         try:

@@ -9,6 +9,8 @@ with_sharding_constraint). What cannot be moved raises NotRetargetable with the 
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -147,8 +149,6 @@ class Retargeted(NamedTuple):
 
 def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology: str) -> Retargeted:
     """The program moved onto the target's devices."""
-    import contextlib
-
     import jax
 
     moved = DeviceMap(target_devices, topology, program.traceback)
@@ -189,8 +189,6 @@ def retarget(program: CapturedProgram, target_devices: tuple[Any, ...], topology
 
 def _target_mesh(moved: DeviceMap, mesh: Any) -> Any:
     """A mesh of the target's devices shaped as the test's context mesh (jax.set_mesh) was."""
-    import math
-
     import numpy as np
     from jax.sharding import Mesh
 

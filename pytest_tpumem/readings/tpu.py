@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import collections
 import functools
+import importlib.util
 import os
 import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from ..errors import LIBTPU_INSTALL, first_line
 from ..targets import Target, parse_target
-from .buffers import Buffer, largest_buffers, memory_spaces
+from .buffers import Buffer, hlo_buffers, largest_buffers, memory_spaces, wide_arrays
+from .capture import own_lowering
+from .devices import libtpu_startup_filtered
+from .retarget import retarget
 
 _REFUSAL = re.compile(r"required for .*?\(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)")
 _BINARY = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -101,8 +107,6 @@ def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, device
     figures; any other compile error is raised. The same program text compiled for the same target
     is answered from a cache of this process.
     """
-    from .capture import own_lowering
-
     name = getattr(jitted, "__name__", "") or ""
     with own_lowering():
         lowered = jitted.lower(*args, **kwargs)
@@ -160,10 +164,6 @@ def compile_estimate(jitted: Any, args: Any, kwargs: Any, target: Target, device
 
 def _wide_arrays(dump: str, name: str) -> tuple[Buffer, ...]:
     """The float32 and float64 arrays of the optimized module dumped in ``dump`` (none where it was not written)."""
-    from pathlib import Path
-
-    from .buffers import hlo_buffers, wide_arrays
-
     module = next(iter(sorted(Path(dump).glob("*after_optimizations.txt"))), None)
     if module is None:
         return ()
@@ -224,18 +224,12 @@ class TopologyError(ValueError):
 @functools.cache
 def topology_devices(topology: str) -> tuple[Any, ...]:
     """The compile-only devices of a TPU topology, built by libtpu with no TPU attached."""
-    import importlib.util
-
     if importlib.util.find_spec("libtpu") is None:
-        from ..errors import LIBTPU_INSTALL
-
         raise LibtpuMissing(f"compiling for {topology} needs libtpu: {LIBTPU_INSTALL}")
     # Several processes (pytest-xdist workers) compiling at once would otherwise fail on libtpu's
     # lockfile; this only shares the compiler, it never opens a chip.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from jax.experimental import topologies
-
-    from .devices import libtpu_startup_filtered
 
     dims = topology.split(":", 1)[1].split("x")
     kwargs = {}
@@ -245,8 +239,6 @@ def topology_devices(topology: str) -> tuple[Any, ...]:
         with libtpu_startup_filtered():
             return tuple(topologies.get_topology_desc(topology, "tpu", **kwargs).devices)
     except Exception as e:  # a layout libtpu cannot build ("v5e:3x3"): say so, with libtpu's reason
-        from ..errors import first_line
-
         raise TopologyError(f"libtpu cannot lay out the topology {topology}: {first_line(e)}") from None
 
 
@@ -266,8 +258,6 @@ def _named_arguments(estimate: HbmEstimate, program: Any) -> HbmEstimate:
 def compile_captured(program: Any, target: Target) -> HbmEstimate:
     """A program a test lowered (readings.capture.CapturedProgram), laid out on ``target`` as the
     test laid it out and compiled there. Raises retarget.NotRetargetable where it cannot be moved."""
-    from .retarget import retarget
-
     moved = retarget(program, topology_devices(target.topology), target.topology)
     with moved.context():
         estimate = compile_estimate(moved.jitted, moved.args, {}, target, moved.devices)
