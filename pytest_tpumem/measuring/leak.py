@@ -29,6 +29,7 @@ from ..readings import host as host_readings
 from ..readings import jaxcompat, programs
 from ..readings.arrays import ArrayBirths, describe
 from ..readings.executions import ProgramsRan
+from ..readings.inflight import wait_idle
 from ..readings.jaxcompat import Unavailable
 
 HOST_MALLOC = "host malloc"  # bytes the C allocator has handed out (readings.host.malloc_figures)
@@ -45,8 +46,6 @@ def settle(result: Any) -> None:
     A test body returns None, so waiting for the result alone would read memory while programs
     are still running (and their buffers still held)."""
     import jax
-
-    from ..readings.inflight import wait_idle
 
     for pending in (result, jax.live_arrays()):
         try:

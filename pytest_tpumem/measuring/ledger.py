@@ -9,11 +9,17 @@ from __future__ import annotations
 import gc
 import sys
 import types
+import warnings
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..readings.arrays import describe, shape_text
 from ..readings.between import Between, BetweenTests
+from ..readings.devices import buffer_key
+from ..readings.host import allocated_at
+from ..readings.keepers import Walk, memory_of
 
 
 @dataclass(frozen=True)
@@ -52,8 +58,6 @@ RAISED = ("failed", "xfailed")  # outcomes whose call raised: pytest keeps the t
 
 def _key(array: Any) -> Any:
     """What tells an array's memory apart: its device buffers (two jax.Arrays may share them), else its id."""
-    from ..readings.devices import buffer_key
-
     return buffer_key(array) or id(array)
 
 
@@ -67,8 +71,6 @@ def _leaves_with_paths(value: Any) -> list[tuple[str, Any]]:
     not a pytree jax can flatten."""
     if _jax_array(value):
         return [("", value)]
-    import warnings
-
     import jax
 
     try:
@@ -83,8 +85,6 @@ def _leaves_with_paths(value: Any) -> list[tuple[str, Any]]:
 def _unique(arrays: Iterable[Any]) -> list[Any]:
     """Arrays on distinct buffers (jaxlib up to 0.11 makes a second jax.Array on the buffer of an
     array a jit closes over: it is counted once)."""
-    from ..readings.devices import buffer_key
-
     out, seen = [], set()
     for a in arrays:
         key = buffer_key(a)
@@ -98,8 +98,6 @@ def _unique(arrays: Iterable[Any]) -> list[Any]:
 
 def made_by_line(arrays: list[Any]) -> tuple[Made, ...]:
     """``arrays`` added up by the user's line that made them, largest first."""
-    from ..readings.arrays import describe
-
     by_site: dict[Any, list[Any]] = {}
     for a in arrays:
         info = describe(a)
@@ -180,8 +178,6 @@ def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tupl
 
 def _holder(name: str, found: list[tuple[str, Any]]) -> Holder:
     """A holder of ``found`` ((pytree path, array) pairs): its first path, the bytes of them all."""
-    from ..readings.arrays import describe
-
     nbytes = sum(info.nbytes for _, a in found if (info := describe(a)) is not None)
     return Holder(name, found[0][0] + (f" and {len(found) - 1} more" if len(found) > 1 else ""), nbytes)
 
@@ -205,7 +201,6 @@ def explain(
     again = reader.read(test)
     collected = max(0, residue - again.owned.get(test, 0))
     arrays = _unique(reader.arrays_of(test))
-    from ..readings.arrays import describe
 
     held_by_tb = 0
     if outcome in RAISED:
@@ -223,8 +218,6 @@ def explain(
 
 def fixture_holds(reader: BetweenTests, owner: str, value: Any) -> tuple[Holder, ...]:
     """What a wider-scope fixture's value holds of the arrays it made, by pytree path (largest first)."""
-    from ..readings.arrays import describe
-
     found = _kept(value, {_key(a) for a in reader.arrays_of(owner)})
     out = [Holder(owner, path, info.nbytes) for path, a in found if (info := describe(a)) is not None]
     return tuple(sorted(out, key=lambda h: (-h.nbytes, h.path)))
@@ -232,8 +225,6 @@ def fixture_holds(reader: BetweenTests, owner: str, value: Any) -> tuple[Holder,
 
 def made_at_end(reader: BetweenTests, owners: Iterable[str]) -> list[tuple[Any, str, int]]:
     """(site, owner, bytes) of each array alive now that one of ``owners`` made: once, at the end."""
-    from ..readings.arrays import describe
-
     out = []
     for owner in owners:
         for a in _unique(reader.arrays_of(owner)):
@@ -277,10 +268,6 @@ class NumpyLooks:
         self.since = ""
 
     def _remember(self, found: list[tuple[Any, Any, Any]]) -> None:
-        import weakref
-
-        from ..readings.keepers import memory_of
-
         for array, _, _ in found:
             root = memory_of(array)
             key = id(root)
@@ -298,18 +285,12 @@ class NumpyLooks:
 
     def start(self) -> None:
         """The look before the first test."""
-        from ..readings.keepers import Walk
-
         self._remember(Walk().numpy_arrays(self.min_bytes))
 
     def look(self, test: str, previous: str, walk: Any, programs: dict[Any, int]) -> HostExplanation:
         """The numpy arrays alive now that no look before saw, by what keeps them; the look is then
         ``test``'s. ``previous``: the test before it ("" for the first); ``programs``: what it
         compiled that jax holds, by line."""
-        from ..readings.arrays import shape_text
-        from ..readings.host import allocated_at
-        from ..readings.keepers import memory_of
-
         found = walk.numpy_arrays(self.min_bytes)
         new = []
         for array, holder, steps in found:
