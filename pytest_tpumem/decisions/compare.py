@@ -14,6 +14,7 @@ nothing is failed for them.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -208,8 +209,6 @@ def match_tests(
     as it is; as the same file, where both reports name their rootdir (``context.rootdir``);
     then by path suffix (``tests/test_x.py::t`` is ``proj/tests/test_x.py::t``) where exactly one
     test on each side fits. A test matched once is not matched again."""
-    import posixpath
-
     old_left = sorted(set(old_ids))
     new_left = sorted(set(new_ids))
     matched: dict[str, str] = {n: n for n in set(new_left) & set(old_left)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measuring.ledger import RAISED, Explanation, Holder, HostExplanation
+from ..readings.between import Between
 
 
 def fixture_owner(scope: str, name: str, baseid: str) -> str:
@@ -474,7 +475,6 @@ def account(
         after_gc.update(session.after_gc)
         ended += [(f"{owner} on {worker}", n) for owner, n in session.fixtures_ended]
         holds += [(f"{owner} on {worker}", h) for owner, h in session.fixture_holds]
-    from ..readings.between import Between
 
     merged = Session(
         first=None,

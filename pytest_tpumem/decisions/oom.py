@@ -7,6 +7,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 
+from ..errors import first_line
 from .peak import PeakReport
 from .verdict import Verdict
 
@@ -52,8 +53,6 @@ class OomResult:
         run: tuple[int, int] | None = None,
         at_failure: dict[str, int] | None = None,
     ) -> OomResult:
-        from ..errors import first_line
-
         return cls(first_line(error), during, limit, peak, run, dict(at_failure or {}))
 
     @property

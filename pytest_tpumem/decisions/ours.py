@@ -9,6 +9,7 @@ Nothing here opens a file: the caller reads the head (telling.files.head)."""
 from __future__ import annotations
 
 import re
+import zlib
 
 HEAD_BYTES = 65536  # how much of a file is read to tell what it is
 
@@ -41,8 +42,6 @@ def ours(head: bytes) -> str | None:
 def _pprof(head: bytes) -> bool:
     """A gzip stream whose content starts as jax's device-memory profile does (a pprof Profile:
     field 1, a length-delimited sample type)."""
-    import zlib
-
     try:
         content = zlib.decompressobj(wbits=31).decompress(head, 16)
     except zlib.error:

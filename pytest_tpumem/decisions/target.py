@@ -12,11 +12,16 @@ judged against the budget there. Usable without pytest::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import defaults
-from ..readings.tpu import HbmEstimate
+from ..errors import first_line
+from ..readings.capture import ProgramCapture
+from ..readings.retarget import NotRetargetable
+from ..readings.tpu import HbmEstimate, compile_captured, topology_devices
+from ..targets import Target, parse_target
+from ..units import parse_size
 from .verdict import Verdict
 
 
@@ -43,9 +48,6 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
     """Compile every captured program for ``target``, except eager operations on less than
     defaults.SMALL_EAGER bytes: one primitive on that little data cannot move a budget, and each
     distinct shape would cost a TPU compile (~50 ms)."""
-    from ..readings.retarget import NotRetargetable
-    from ..readings.tpu import compile_captured
-
     out = []
     for program in programs:
         if program.eager and program.data_bytes < defaults.SMALL_EAGER:
@@ -56,8 +58,6 @@ def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
         except NotRetargetable as e:
             reason = str(e)
         except Exception as e:
-            from ..errors import first_line
-
             reason = f"{type(e).__name__}: {first_line(e)}"
         else:
             out.append(ProgramJudgement(program.name, program.source, program.resident, estimate))
@@ -131,15 +131,10 @@ class TargetCheck:
         check: str = "TargetCheck",
         devices: list[Any] | None = None,
     ):
-        from ..targets import Target, parse_target
-        from ..units import parse_size
-
         self.target = target if isinstance(target, Target) else parse_target(target)
         self.limit = self.target.hbm_per_device if budget is None else parse_size(budget, what="budget")
         self.spelled = spelled or f"{check}({self.target.topology!r}, budget={budget!r})"
         self.check = check
-        from ..readings.capture import ProgramCapture
-        from ..readings.tpu import topology_devices
 
         topology_devices(self.target.topology)  # a topology libtpu cannot build fails before the code runs
         self.capture = ProgramCapture(devices)  # jaxcompat.Unavailable where this jax has no hook
@@ -158,8 +153,6 @@ class TargetCheck:
         """Compile what was recorded for the target and judge it (a compile per distinct program).
         ``left``: bytes of the arrays in use that other tests left alive, not counted in what each
         program needs beside its own (decisions.peak.own_use)."""
-        from dataclasses import replace
-
         errors = list(self.capture.errors)
         try:
             judgements = [

@@ -25,6 +25,7 @@ constant, a literal or an argument, names the group.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -113,8 +114,6 @@ def _dtype(shape: str) -> str:
 
 def _elements(shape: str) -> int:
     """Elements of an HLO array shape ("f32[8,128]": 1024; "f32[]": 1)."""
-    import math
-
     dims = shape.partition("[")[2].rstrip("]")
     try:
         return math.prod(int(d) for d in dims.split(",") if d)
