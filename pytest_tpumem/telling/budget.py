@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import format_apart, format_size
-from .upcast import upcast_record
+from .upcast import HEAD, compilers_own_line, upcast_line, upcast_record
 from .words import STAND_IN_NOTE, files_lines, plural, shown
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
@@ -110,8 +110,6 @@ def precision_lines(
 ) -> list[str]:
     """The upcasts the code asked for, then the float32 temporaries the run's compiler made on its
     own (on a CPU: what its figure overstates of a chip's), no more than its programs' temporaries."""
-    from .upcast import HEAD, compilers_own_line, upcast_line
-
     lines = [HEAD] + ["    " + upcast_line(u) for u in shown(upcasts, verbosity)] if upcasts else []
     if precision is None or not precision.run or peak is None:
         return lines

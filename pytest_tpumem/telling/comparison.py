@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..units import format_size
+from ..units import format_apart, format_size, parse_size
 from .words import escaped, plural, table
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ def _delta(change: Change) -> str:
     judged = change.regressed_beyond or change.improved_beyond
     amount = judged.partition(":")[2]
     if amount and not amount.endswith("%"):
-        from ..units import format_apart, parse_size
-
         try:
             return sign + format_apart(abs(delta), parse_size(amount))[0]
         except ValueError:

@@ -6,11 +6,15 @@ device-memory profiles (pprof) and a leak check's timeline (SVG), named from the
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import stat
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO
+
+from ..decisions.ours import HEAD_BYTES, may_replace, seems
+from .svg import leak_timeline
 
 if TYPE_CHECKING:
     from ..decisions.budget import BudgetResult
@@ -21,8 +25,6 @@ def stem(nodeid: str) -> str:
     """A file name from a test id, readable and one per id:
     ``tests/test_x.py::test_y[a b]`` -> ``tests.test_x.py--test_y-a-b-1c2d3e4f`` (a hash of the id
     tells apart ids that read the same once cleaned, or cut short)."""
-    import hashlib
-
     name = nodeid.replace("::", "--").replace("/", ".").replace(os.sep, ".")
     readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:150] or "test"
     return f"{readable}-{hashlib.sha1(nodeid.encode()).hexdigest()[:8]}"
@@ -34,15 +36,11 @@ class NotOurs(FileExistsError):
 
 def head(path: str) -> bytes:
     """The first bytes of a regular file (decisions.ours.HEAD_BYTES), what tells whose it is."""
-    from ..decisions.ours import HEAD_BYTES
-
     with open(path, "rb") as f:
         return f.read(HEAD_BYTES)
 
 
 def not_ours(path: str, data: bytes) -> NotOurs:
-    from ..decisions.ours import seems
-
     return NotOurs(
         errno.EEXIST,
         f"a file pytest-tpumem did not write is there (it seems to be {seems(data)}), and is left as it is: "
@@ -72,7 +70,6 @@ def refusal(path: str, appended: bool = False) -> str | None:
         return None
     if st.st_size == 0:
         return None
-    from ..decisions.ours import may_replace
 
     try:
         data = head(path)
@@ -95,7 +92,6 @@ def _check_ours(path: str, st: os.stat_result) -> None:
     """NotOurs where the regular file at ``path`` is neither empty nor the plugin's."""
     if st.st_size == 0:
         return
-    from ..decisions.ours import may_replace
 
     data = head(path)
     if not may_replace(data):
@@ -237,8 +233,6 @@ def _umask() -> int:
 
 def save_leak(report: LeakReport, directory: str, nodeid: str) -> tuple[str, ...]:
     """The profiles (after the warmup, after the last run) and the timeline of a failing leak check."""
-    from .svg import leak_timeline
-
     base = os.path.join(directory, stem(nodeid))
     paths = []
     for suffix, data in zip(("after-warmup", "after-last-run"), report.profiles):

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from ..decisions.ledger import over
+from .. import __version__
+from ..decisions.ledger import host_named, over, program_cost
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
 from .comparison import change_line, context_lines, matching_lines
+from .ledger import host_lines, line_of_record
+from .svg import leak_timeline, session_picture
 from .words import STAND_IN_NOTE, escaped, plural
 
 if TYPE_CHECKING:
@@ -167,8 +170,6 @@ class _Timeline:
 def leak_picture(check: dict[str, Any], title: str) -> str:
     """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
     the record has no series to draw."""
-    from .svg import leak_timeline
-
     series, leaking = [], []
     for name, s in _dict(check.get("series")).items():
         values = _list(_dict(s).get("values"))
@@ -461,9 +462,6 @@ def _test_details(nodeid: str, entry: Entry, anchor: str, ledger_line: dict[str,
 
 def _host_named(ledger: Any, lines: dict[str, dict[str, Any]]) -> list[str]:
     """The tests named for the host memory they grew, the most first, each with why (telling.ledger.host_lines)."""
-    from ..decisions.ledger import host_named, program_cost
-    from .ledger import host_lines, line_of_record
-
     parsed = {t: line_of_record(t, line) for t, line in lines.items()}
     named = sorted(
         (line for line in parsed.values() if host_named(line, ledger.host_threshold)),
@@ -489,7 +487,6 @@ def _ledger(report: Report) -> str:
     ledger = report.ledger
     if ledger is None:
         return ""
-    from .svg import session_picture
 
     out = [
         "<h2 id=ledger>The suite ledger</h2>",
@@ -572,8 +569,6 @@ def _ledger(report: Report) -> str:
 def page(report: Report, comparison: Comparison | None = None, baseline: str = "", sources: Sequence[str] = ()) -> str:
     """The whole page of ``report`` (with ``comparison`` against the report named ``baseline``,
     where there is one); ``sources`` names the reports it was read from."""
-    from .. import __version__
-
     anchors = {nodeid: f"t{i}" for i, nodeid in enumerate(sorted(report.tests))}
     ledger_lines = report.ledger.tests if report.ledger is not None else {}
     failed = report.failed

@@ -8,9 +8,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..decisions.ledger import WORKERS_LOOKS, Line, Session
+from ..decisions.ledger import WORKERS_LOOKS, Line, Session, account, climb, program_cost, worker_order
 from ..defaults import HOST_ARRAY_MIN
-from ..measuring.ledger import BEFORE_TESTS, Explanation
+from ..measuring.ledger import BEFORE_TESTS, Explanation, Holder, HostArrays, HostExplanation, Made
+from ..readings.between import Between
 from ..units import format_delta, format_size
 from .words import plural
 
@@ -296,8 +297,6 @@ def _of_limit(session: Session) -> str:
 
 def _climb(session: Session) -> list[str]:
     """Where host memory climbs towards the runner's limit: its rate and when it would reach it."""
-    from ..decisions.ledger import climb
-
     if session.host_limit is None:
         return []
     found = climb([line.rss for line in session.lines if line.rss is not None], session.host_limit[0])
@@ -380,8 +379,6 @@ def _residues(
 
 
 def _patterns(session: Session, top: int) -> list[str]:
-    from ..decisions.ledger import program_cost
-
     cost = program_cost(session.lines, session.threshold)
     out = []
     for p in session.patterns[:top]:
@@ -406,8 +403,6 @@ def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
     """Why a test named for host memory grew it, a line each (indented by the caller): the numpy
     arrays a look found and what keeps them, its jax arrays on CPU devices, the programs it
     compiled, what the C allocator kept; or that nothing alive explains it."""
-    from ..measuring.ledger import HostExplanation
-
     h = line.host or HostExplanation()
     out = []
     since = ""
@@ -469,8 +464,6 @@ def _host_kept(session: Session, top: int) -> list[str]:
 def _host(session: Session, top: int, where: Callable[[str], str] = _nowhere) -> list[str]:
     """The tests named for the host memory they grew (--tpumem-host-residue), the most first, and
     why; then the numpy arrays many tests kept in one place."""
-    from ..decisions.ledger import program_cost
-
     least = format_size(session.host_threshold)
     count = session.host_named_count()
     if not count:
@@ -707,8 +700,6 @@ def _sizes(value: Any) -> dict[str, int]:
 
 def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Line:
     """A test's line again, from its record (report_record's keys, or a flight recorder's line)."""
-    from ..measuring.ledger import Holder, Made
-
     explanation = None
     if isinstance(record.get("made"), list):
         explanation = Explanation(
@@ -765,8 +756,6 @@ def _optional(value: Any) -> int | None:
 
 def _host_of(figures: dict[str, Any]) -> Any:
     """A named test's host explanation again, from its record (host_record); None where it has none."""
-    from ..measuring.ledger import HostArrays, HostExplanation
-
     if not isinstance(figures.get("numpy"), list):
         return None
     return HostExplanation(
@@ -790,8 +779,6 @@ def _host_of(figures: dict[str, Any]) -> Any:
 
 
 def _reading_of(record: Any, owned: dict[str, int] | None = None) -> Any:
-    from ..readings.between import Between
-
     if not isinstance(record, dict):
         return None
     return Between(
@@ -815,9 +802,6 @@ def account_of(
     worker's session_record, every test's line (report_record with its ``worker``), and the
     crashed workers (their lines, from their flight recorders, among ``tests``; their session
     ends at their last line)."""
-    from ..decisions.ledger import account
-    from ..measuring.ledger import Holder
-
     by_worker: dict[str, list[Line]] = {}
     for test, record in tests.items():
         worker = str(record.get("worker") or "")
@@ -920,7 +904,6 @@ def account_lines(
     stand_in = any(s.last is not None and s.last.stand_in for s in sessions.values() if _devices(s.last))
     what = STAND_IN if stand_in else "the runtime's bytes in use"
     out = [f"{plural(total, 'test')} read between by {n}, each after its teardown; device memory as {what}:"]
-    from ..decisions.ledger import worker_order
 
     for worker in sorted(sessions, key=worker_order):
         crash = crashes.get(worker, []) if worker in account.crashed else None

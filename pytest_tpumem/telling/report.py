@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable
 from typing import Any
 
 from ..decisions.entry import SCHEMA, VERSION, Entry, LedgerTests, Report, merged_entries
 from ..errors import ReportError
+from .files import write_atomic
 
 __all__ = ["SCHEMA", "VERSION", "ReportError", "build", "dumps", "merge_reports", "process_path", "read", "write"]
 
@@ -67,8 +69,6 @@ def dumps(report: Report) -> bytes:
 
 def write(report: Report, path: str) -> None:
     """Write the report whole or not at all."""
-    from .files import write_atomic
-
     write_atomic(path, dumps(report))
 
 
@@ -96,8 +96,6 @@ def read(path: str) -> Report:
     """A report read back and checked; ReportError naming the file where it cannot be used. Only
     a regular file is read (a FIFO or /dev/zero would never end), and only what JSON allows (no
     NaN), nested no deeper than a report is."""
-    import stat
-
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):

@@ -4,6 +4,7 @@ summary of the tests' entries (decisions.entry: a test's records added up), wors
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..decisions.entry import Entry
@@ -17,8 +18,6 @@ PROPERTY = "pytest_tpumem"  # the user_properties key; namespaced so a user's ow
 def encode(row: dict[str, Any]) -> str:
     """A row as the property's value: JSON text, which JUnit XML, pytest-xdist and report logs all
     carry as it is (a dict would reach JUnit XML as a Python repr)."""
-    import json
-
     return json.dumps(row, sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -29,8 +28,6 @@ def records_of(user_properties: Any) -> list[dict[str, Any]]:
 
 def decode(value: Any) -> dict[str, Any] | None:
     """A property's value as a row; None where it is not one of ours."""
-    import json
-
     if isinstance(value, dict):
         return value
     try:

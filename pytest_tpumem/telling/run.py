@@ -4,6 +4,8 @@ errors, and markers met while the plugin is off."""
 
 from __future__ import annotations
 
+import os
+
 from ..errors import first_line
 from .words import plural
 
@@ -81,8 +83,6 @@ def not_swept(n: int) -> str:
 
 
 def baseline_not_saved(path: str, why: str) -> str:
-    import os
-
     kept = "the last one is kept" if os.path.exists(path) else "no file was written"
     return f"tpumem: the baseline {path} was not saved, {kept}: {why}"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from ..decisions.ledger import over
 from ..units import format_size
 from .words import escaped
 
@@ -161,8 +162,6 @@ def session_picture(
     is within reach of the chart (``host_limit``: this process's share, and where it was read), and
     an orange dot where a test was named for the host memory it grew (``host_threshold``); below,
     the programs jax holds after each test."""
-    from ..decisions.ledger import over
-
     every = sorted(records, key=lambda r: r["index"])
     read = [r for r in every if r.get("started") is not False]
     host = [(r["index"], r["host"]["rss"]) for r in every if isinstance((r.get("host") or {}).get("rss"), int)]

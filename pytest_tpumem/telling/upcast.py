@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import defaults
+from ..decisions.upcast import COMPILERS_OWN
 from ..units import format_size
 from .words import plural
 
@@ -58,9 +60,6 @@ def compilers_own_line(report: PrecisionReport, where: str, cpu: bool, temps: in
     much of ``where``'s figure they are (no more than ``temps``, the most temporary memory a program
     of the test needs: XLA may reuse one temporary's memory for another), and what that means; ""
     where that is under defaults.UPCAST_MIN."""
-    from .. import defaults
-    from ..decisions.upcast import COMPILERS_OWN
-
     own = [b for b in report.of_kind(where, COMPILERS_OWN) if b.kind == "temporary"]
     total = min(sum(b.size for b in own), temps)
     if total < defaults.UPCAST_MIN:

@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..readings.frames import short_path
+
 STAND_IN_NOTE = (
     "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "
     "analysis of each program the test runs)"
@@ -63,7 +65,6 @@ def files_lines(files: tuple[str, ...]) -> list[str]:
     """How to read what a failing check left: the pprof command for its profiles, and the rest."""
     if not files:
         return []
-    from ..readings.frames import short_path
 
     files = tuple(short_path(f) if os.path.isabs(f) else f for f in files)
     profiles = [f for f in files if f.endswith(".pb.gz")]
