@@ -25,6 +25,7 @@ from .decisions.peak import PeakReport
 from .measuring.leak import LeakRuns
 from .measuring.peak import PeakWatch
 from .readings import devices as device_readings
+from .readings import programs as program_readings
 from .readings.jaxcompat import Unavailable
 from .telling.results import message, section
 from .units import parse_size
@@ -189,8 +190,6 @@ class PeakTracker:
     def program_buffers(self) -> tuple[Any, ...]:
         """After stop(): what the programs the code ran materialize (their optimized HLO read now;
         call it only where it is wanted, a failed budget), then let go of them."""
-        from .readings import programs as program_readings
-
         ran, self._watch.ran = self._watch.ran, []
         return program_readings.program_buffers(ran)
 

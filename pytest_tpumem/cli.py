@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from .decisions.compare import ToleranceError, compare, parse_tolerances
 from .telling import report as reports
 from .telling.comparison import comparison_lines, report_lines
+from .telling.files import refusal, write_atomic
+from .telling.html import page
 from .telling.run import merged_written
 
 PROG = "python -m pytest_tpumem"
@@ -57,7 +59,6 @@ def _not_an_input(output: str, inputs: Sequence[str], what: str) -> None:
         raise reports.ReportError(
             f"{output}: is also one of the reports {what}; give -o another path (an input is never overwritten)"
         )
-    from .telling.files import refusal
 
     why = refusal(output)
     if why is not None:
@@ -79,9 +80,6 @@ def merge(args: argparse.Namespace) -> int:
 
 def html(args: argparse.Namespace) -> int:
     """One HTML page of one or more reports (merged as ``merge`` does), with a baseline comparison."""
-    from .telling.files import write_atomic
-    from .telling.html import page
-
     _not_an_input(args.output, [*args.reports, *([args.baseline] if args.baseline else [])], "it reads")
     tolerances = parse_tolerances(args.fail, where="--fail")
     if args.fail and not args.baseline:
@@ -190,8 +188,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `show R | head`: the reader has what it wanted
-        import os
-
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 0

@@ -33,6 +33,9 @@ import os
 import re
 from typing import Any
 
+import pytest
+
+from ..readings import jaxcompat
 from ..telling.words import plural as _plural
 from .options import SettingError, Settings
 
@@ -173,7 +176,6 @@ def _warn_if_shared(config: Any, workers: int, root: str = "/") -> None:
     chips = host_chips(root)
     if chips == 0:
         return
-    import pytest
 
     config.issue_config_time_warning(
         pytest.PytestConfigWarning(
@@ -220,9 +222,7 @@ def _resolve(tpu_chips: int | str) -> int:
 
 
 def _not_started(where: str, flag: str = FLAG) -> None:
-    from ..readings.jaxcompat import backends_started
-
-    if backends_started():
+    if jaxcompat.backends_started():
         raise SettingError(
             f"{flag}: jax's backend was started {where} (a conftest or plugin called jax.devices() or ran a "
             "computation at import or configure time); start it inside the tests, or leave out the option"

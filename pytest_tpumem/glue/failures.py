@@ -7,6 +7,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from ..telling.results import message
+
 
 def fail(message: str) -> NoReturn:
     """Fail the current test with ``message`` alone; safe to call inside an except block."""
@@ -17,8 +19,6 @@ class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """The failure a leak check raises; ``.report`` is the LeakReport."""
 
     def __init__(self, report: Any, verbosity: int = 0):
-        from ..telling.results import message
-
         super().__init__(message(report, verbosity), pytrace=False)
         self.report = report
 

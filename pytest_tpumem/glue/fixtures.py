@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from .. import defaults
+from ..decisions.budget import costly
+from ..decisions.leak import parse_host, validate
+from ..decisions.target import ProgramJudgement, TargetResult
+from ..decisions.upcast import classify
+from ..readings.precision import read_precision
+from ..readings.tpu import LibtpuMissing, TopologyError, estimate_hbm
+from ..targets import TargetError, parse_target
 from ..telling.results import message, row
 from ..telling.run import about
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
+from ..units import SizeError, parse_size
 from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
 from .options import SETTINGS
@@ -33,9 +42,6 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         host: Any = None,
         **kwargs: Any,
     ) -> Any:
-        from ..decisions.leak import parse_host, validate
-        from ..units import SizeError, parse_size
-
         try:
             validate(fn, iterations, warmup, clear_caches)
             limit = default if threshold is None else parse_size(threshold, what="threshold")
@@ -75,11 +81,6 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
         out_shardings: Any = None,
         **kwargs: Any,
     ) -> Any:
-        from ..decisions.target import ProgramJudgement, TargetResult
-        from ..readings.tpu import LibtpuMissing, TopologyError, estimate_hbm
-        from ..targets import TargetError, parse_target
-        from ..units import SizeError, parse_size
-
         try:
             chosen = parse_target(
                 target if target is not None else default_target or "", what="hbm_estimate(target=...)"
@@ -117,13 +118,7 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
 def _with_upcasts(result: Any, fn: Callable[..., Any], args: Any, kwargs: Any, estimate: Any) -> Any:
     """A failed estimate with the upcasts its program asked for, costed from the target's compile
     (the float32 arrays of its optimized module); the result unchanged where the program could not be read."""
-    from dataclasses import replace
-
     import jax
-
-    from ..decisions.budget import costly
-    from ..decisions.upcast import classify
-    from ..readings.precision import read_precision
 
     try:
         traced = (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*args, **kwargs)  # a jitted fn: its own jaxpr

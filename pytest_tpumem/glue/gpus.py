@@ -27,8 +27,11 @@ import os
 import re
 from typing import Any
 
+import pytest
+
+from ..telling.header import gpus_line
 from ..telling.words import plural as _plural
-from .chips import _local_workers, _not_started
+from .chips import ChipSlots, _local_workers, _not_started
 from .options import SettingError, Settings
 
 FLAG = "--tpumem-gpus"
@@ -69,8 +72,6 @@ def worker_env(slot: int, workers: int, gpus: int) -> dict[str, str]:
 def plan_line(workers: int, gpus: int, environ: Any = os.environ) -> str:
     """The header's line (telling.header.gpus_line): what each worker gets, and what the user set
     that is kept."""
-    from ..telling.header import gpus_line
-
     kept = [f"{name}={environ[name]}" for name in MEMORY if name in environ]
     return gpus_line(workers, gpus, JAX_DEFAULT_FRACTION, kept)
 
@@ -111,7 +112,6 @@ def check_controller(config: Any, settings: Settings) -> str | None:
     _not_started("in the pytest-xdist controller before pytest-tpumem could share out the GPUs", FLAG)
     gpus = _resolve(settings.gpus)
     worker_env(0, workers, gpus)  # raises what the workers would
-    from .chips import ChipSlots
 
     config.pluginmanager.register(ChipSlots(workers, gpus, SLOT, GPUS), "tpumem-gpus")
     return plan_line(workers, gpus)
@@ -126,7 +126,6 @@ def _warn_if_shared(config: Any, workers: int, root: str = "/") -> None:
     gpus = host_gpus(root)
     if gpus == 0:
         return
-    import pytest
 
     config.issue_config_time_warning(
         pytest.PytestConfigWarning(

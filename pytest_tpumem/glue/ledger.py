@@ -8,25 +8,62 @@ adds the test it died in and that worker's last readings, from its flight record
 from __future__ import annotations
 
 import dataclasses
+import gc
+import hashlib
+import json
 import os
+import stat
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from .. import defaults
+from ..decisions.entry import LedgerTests
 from ..decisions.ledger import (
     Line,
     Session,
     clear_now,
+    end_look_wanted,
     host_named,
     host_share,
     line_of,
     outcome_after,
     over,
     owner_of_fixture,
+    patterns,
     remedy_freed,
+    worker_order,
 )
-from ..measuring.ledger import BEFORE_TESTS
+from ..measuring.ledger import BEFORE_TESTS, NumpyLooks, explain, fixture_holds, made_at_end, module_values
+from ..readings.between import BetweenTests
+from ..readings.devices import local_devices
+from ..readings.host import host_rss, malloc_figures, oom_kills, runner_limit, trim_host
+from ..readings.keepers import Budget
+from ..telling.files import Appended, write_atomic
+from ..telling.ledger import (
+    account_lines,
+    account_of,
+    another_runs,
+    crash_lines,
+    end_record,
+    line_record,
+    picture_beside,
+    picture_not_written,
+    picture_written,
+    read_recorder,
+    recorded_tests,
+    recorder_header,
+    recorder_not_written,
+    recorder_replaced,
+    report_record,
+    session_lines,
+    session_record,
+)
+from ..telling.svg import session_picture
+from ..telling.words import escaped
+from .active import MEASURER
 from .options import Settings
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
@@ -67,10 +104,6 @@ def default_recorder(config: pytest.Config) -> str | None:
 def _private_temp(rootdir: str) -> str:
     """This user's directory of the rootdir's recorder under the system's temporary directory;
     OSError where the user's directory is not theirs alone (another user could plant a link)."""
-    import hashlib
-    import stat
-    import tempfile
-
     uid = os.getuid()
     mine = os.path.join(tempfile.gettempdir(), f"pytest-tpumem-of-{uid}")
     os.makedirs(mine, mode=0o700, exist_ok=True)
@@ -104,8 +137,6 @@ def picture_path(config: pytest.Config, settings: Settings) -> str | None:
     """The session's picture: beside --tpumem-json (``report.json`` -> ``report.ledger.svg``),
     else beside the flight recorder (``ledger.svg``); a pytest-xdist worker's named with its id
     (each process's memory is its own). None where neither is written."""
-    from ..telling.ledger import picture_beside
-
     recorder = recorder_path(config, settings) if settings.json_path is None else None
     return picture_beside(settings.json_path, recorder, worker_id(config))
 
@@ -117,10 +148,6 @@ class FlightRecorder:
     write into one file; the path names the last to start, and the other says so at its end."""
 
     def __init__(self, path: str, header: dict[str, Any]):
-        import json
-
-        from ..telling.files import Appended
-
         self.path = path
         self._dumps = json.dumps
         self._file = Appended(path, self._line(header))
@@ -142,18 +169,13 @@ class Ledger:
     """Reads between tests and keeps each test's line (registered under --tpumem)."""
 
     def __init__(self, config: pytest.Config, settings: Settings):
-        from ..readings.between import BetweenTests
-
         self.config = config
         self.settings = settings
         self.threshold = settings.residue
         self.host_threshold = settings.host_residue
-        from .. import defaults
-        from ..measuring.ledger import NumpyLooks
 
         # the numpy arrays seen alive at the last look (a test named for host memory is explained with the new ones)
         self.looks = NumpyLooks(defaults.HOST_ARRAY_MIN) if self.host_threshold else None
-        from ..readings.keepers import Budget
 
         self.walks = Budget()  # the run's time for walks of the heap and of referrers
         self.reader = BetweenTests(self._devices)
@@ -185,7 +207,6 @@ class Ledger:
         self.host_share = _host_share(
             bool(worker_id(config))
         )  # this process's share of the runner's memory limit, where read from
-        from ..readings.host import oom_kills
 
         # the kernel's OOM kills in this cgroup so far: a crashed worker is told by those after them
         self.oom_at_start = oom_kills()
@@ -193,12 +214,9 @@ class Ledger:
     def _devices(self) -> list[Any]:
         """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
         one): asked by the reading only once a backend runs."""
-        from .active import MEASURER
-
         measurer = self.config.stash.get(MEASURER, None)
         if measurer is not None:
             return measurer.devices()
-        from ..readings.devices import local_devices
 
         return local_devices()
 
@@ -209,14 +227,11 @@ class Ledger:
         path = recorder_path(self.config, self.settings)
         if path is None:
             return
-        from ..telling.ledger import recorder_header
 
         try:
             header = recorder_header(os.getpid(), worker_id(self.config), run_id(self.config))
             self.recorder = FlightRecorder(path, header)
         except OSError as e:
-            from ..telling.ledger import recorder_not_written
-
             self.write_errors.append(recorder_not_written(path, e))
 
     def _record(self, record: dict[str, Any]) -> None:
@@ -225,8 +240,6 @@ class Ledger:
         try:
             self.recorder.write(record)
         except (OSError, ValueError) as e:  # a full disk; never the test's failure
-            from ..telling.ledger import recorder_not_written
-
             self.write_errors.append(recorder_not_written(self.recorder.path, e))
             self.recorder = None
 
@@ -242,7 +255,6 @@ class Ledger:
         self.current, self.outcome, self._benchmark = item.nodeid, "", None
         self.set_up, self.ended, self._compiled_now = [], [], {}
         self.fixtures_grew = 0
-        from ..readings.host import host_rss
 
         self._record({"start": item.nodeid, "rss": host_rss()})  # a killed test's trail ends inside it
         try:
@@ -296,8 +308,6 @@ class Ledger:
         self.set_up.append(owner)
         held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
         if over(held, self.threshold):
-            from ..measuring.ledger import fixture_holds
-
             self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
         return result
 
@@ -314,8 +324,6 @@ class Ledger:
         compiled = dict(self._compiled_now)
         explanation = None
         if reading.started and over(reading.owned.get(test, 0), self.threshold):
-            from ..measuring.ledger import explain, module_values
-
             values = {f"{owner}'s value": _value(fixturedef) for owner, fixturedef in self.active.items()}
             values.update(module_values(getattr(item, "module", None)))
             walk = self.walks.walk()
@@ -330,8 +338,6 @@ class Ledger:
         if line.grew is not None and self.fixtures_grew:
             line = dataclasses.replace(line, grew=line.grew - self.fixtures_grew, fixtures_grew=self.fixtures_grew)
         if self.looks is not None and host_named(line, self.host_threshold):
-            from ..readings.host import malloc_figures
-
             previous = self.lines[-1].test if self.lines else ""
             walk = self.walks.walk()
             host = self.looks.look(test, previous, walk, compiled)
@@ -360,7 +366,6 @@ class Ledger:
             if line.grew is not None:
                 extra["host_grew"] = line.grew
             self._benchmark = None
-        from ..telling.ledger import line_record
 
         self._record(line_record(line))
 
@@ -374,11 +379,7 @@ class Ledger:
         """--tpumem-clear-caches: jax.clear_caches(), gc.collect() and malloc_trim(0) now, and what
         each freed (the programs jax held, the devices' bytes, host memory); the reading after them
         is the next test's start."""
-        import gc
-
         import jax
-
-        from ..readings.host import host_rss, trim_host
 
         rss = [before.rss]
         for step in (jax.clear_caches, gc.collect, trim_host):
@@ -404,19 +405,13 @@ class Ledger:
             self.session = self._session()
             self._draw()
         if self.recorder is not None:
-            from ..telling.ledger import end_record
-
             self._record(end_record(self.session))
             if self.recorder is not None:
                 if self.recorder.replaced():
-                    from ..telling.ledger import recorder_replaced
-
                     self.write_errors.append(recorder_replaced(self.recorder.path))
                 self.recorder.close()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            from ..telling.ledger import session_record
-
             if self.session is not None:
                 workeroutput[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
             workeroutput[LEDGER_SAID] = {"picture": self.picture, "errors": self.write_errors}
@@ -426,8 +421,6 @@ class Ledger:
         """Each test's figures for the JSON report (the flight recorder has the whole line); a test
         read before any backend started has its host figures alone (no array can exist without one),
         and none where host memory could not be read either."""
-        from ..telling.ledger import report_record
-
         worker = worker_id(self.config)
         extra = {"worker": worker} if worker else {}
         return {
@@ -439,8 +432,6 @@ class Ledger:
         path = picture_path(self.config, self.settings)
         if path is None or not any(line.started for line in self.lines):
             return
-        from ..telling.files import write_atomic
-        from ..telling.svg import session_picture
 
         worker = worker_id(self.config)
         title = f"pytest-tpumem ledger: {len(self.lines)} tests" + (
@@ -454,29 +445,21 @@ class Ledger:
             )
             write_atomic(path, picture.encode())
         except OSError as e:
-            from ..telling.ledger import picture_not_written
-
             self.write_errors.append(picture_not_written(path, e))
         else:
             self.picture = path
 
     def _session(self) -> Session:
-        from ..decisions.ledger import patterns
-        from ..measuring.ledger import made_at_end
-
         end = self.reader.read("(after the last test)")
         tests = {line.test for line in self.lines}
         collected = dict(end.owned)
         if end.started and any(end.owned.get(test) for test in tests):
-            import gc
-
             gc.collect()  # once, after the last test: what only reference cycles kept is told apart
             collected = self.reader.read("(after the last test)").owned
         left = made_at_end(self.reader, [o for o in end.owned if o in tests]) if end.started else []
         held = self.reader.programs_by_site() if end.started else {}
         self._ingredients = (left, self.compiled_sites, held)
         host_end = None
-        from ..decisions.ledger import end_look_wanted
 
         wanted = end_look_wanted(self.lines, end.executables, self.threshold, self.host_threshold)
         if self.looks is not None and wanted:
@@ -502,14 +485,10 @@ class Ledger:
 
     def report_part(self) -> Any:
         """The JSON report's "ledger": every test this process (or its pytest-xdist workers) read."""
-        from ..decisions.entry import LedgerTests
-
         tests = {**self.worker_tests, **self.report_tests()}
         return LedgerTests(self.threshold, tests, tuple(self.crashed), self.host_threshold)
 
     def summary_lines(self) -> list[str]:
-        from ..telling.ledger import picture_written, session_lines
-
         lines = session_lines(self.session, self.settings.top) if self.session is not None else []
         if self.picture is not None:
             lines.append(picture_written(self.picture))
@@ -519,10 +498,6 @@ class Ledger:
 
     def account_lines(self, account: Any) -> list[str]:
         """The account over every worker, each worker's picture, and what could not be written."""
-        from ..decisions.ledger import worker_order
-        from ..readings.host import runner_limit
-        from ..telling.ledger import account_lines, picture_written
-
         crashes = {c["worker"]: c["said"] for c in self.crashed}
         lines = account_lines(account, self.settings.top, crashes, runner_limit())
         workers = sorted(self.worker_said, key=worker_order)
@@ -538,7 +513,6 @@ class Ledger:
         path = recorder_path(self.config, self.settings)
         if not worker or path is None:
             return
-        from ..telling.ledger import another_runs, crash_lines, read_recorder, recorded_tests
 
         try:
             records: list[dict[str, Any]] | None = read_recorder(worker_path(path, worker))
@@ -549,14 +523,11 @@ class Ledger:
             said = crash_lines(worker, crashitem, worker_path(path, worker), records, another_run=True)
             records = None
         else:
-            from ..readings.host import oom_kills
-
             said = crash_lines(
                 worker, crashitem, worker_path(path, worker), records, oom=(self.oom_at_start, oom_kills())
             )
         self.worker_tests.update(recorded_tests(records or [], worker))
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
-        from ..telling.words import escaped
 
         report.longrepr = f"{report.longrepr}\n" + "\n".join(escaped(line) for line in said)
 
@@ -579,7 +550,6 @@ class Ledger:
         where no worker sent a session and none crashed."""
         if not self.worker_sessions and not self.crashed:
             return None
-        from ..telling.ledger import account_of
 
         return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold, self.host_threshold)
 
@@ -591,7 +561,6 @@ class Ledger:
         lines = self.summary_lines() if account is None else self.account_lines(account)
         if not lines:
             return
-        from ..telling.words import escaped
 
         terminalreporter.write_sep("-", "tpumem ledger")
         for line in lines:
@@ -611,8 +580,6 @@ def _host_share(worker: bool) -> tuple[int, str] | None:
     together: each pytest-xdist worker gets its share; ``worker``: this process is one, not a
     pytest run started from one, which inherits its environment), and where the limit was read;
     None where no limit can be read. A few small files, read once."""
-    from ..readings.host import runner_limit
-
     found = runner_limit()
     if found is None:
         return None

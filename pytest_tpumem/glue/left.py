@@ -10,7 +10,7 @@ import pytest
 
 from ..decisions.ledger import fixture_owner
 from ..decisions.peak import LeftBehind
-from ..measuring.ledger import BEFORE_TESTS
+from ..measuring.ledger import BEFORE_TESTS, made_by_line
 from .active import NAMES
 
 SHOWN = 5  # the owners a test's report names (the largest); the figures count them all
@@ -59,8 +59,6 @@ def explained(item: pytest.Item, left: tuple[LeftBehind, ...]) -> tuple[LeftBehi
 def _explained(ledger: Any, owner: str, devices: dict[str, int]) -> LeftBehind:
     """``owner``'s arrays with the line that made most of them and what keeps them: from the
     ledger's explanation of the test where it named it, else the line read off the arrays now."""
-    from ..measuring.ledger import made_by_line
-
     explanation = next((line.explanation for line in ledger.lines if line.test == owner and line.explanation), None)
     made = explanation.made if explanation is not None else made_by_line(ledger.reader.arrays_of(owner))
     held = explanation.held if explanation is not None else ()

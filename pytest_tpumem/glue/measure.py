@@ -9,7 +9,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import importlib.util
+import os
 import sys
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 from typing import Any
@@ -17,12 +20,29 @@ from typing import Any
 import pytest
 
 from .. import defaults
+from ..checks import LeakError, PeakTracker
+from ..decisions.budget import BudgetResult
+from ..decisions.compare import compare_entry, foreign
+from ..decisions.entry import Entry
+from ..decisions.oom import OomResult, free, is_oom
+from ..decisions.peak import own_use
+from ..decisions.target import TargetCheck
+from ..decisions.upcast import classify
 from ..errors import first_line
+from ..readings import jaxcompat
+from ..readings.capture import ProgramCapture
+from ..readings.devices import backend_summary, installed_versions, local_devices, read_used
+from ..readings.jaxcompat import Unavailable
+from ..readings.precision import read_precision
+from ..readings.tpu import TopologyError
+from ..targets import parse_target
 from ..telling.budget import sampled_over
+from ..telling.comparison import change_line
 from ..telling.files import save_budget
 from ..telling.header import XDIST_CONTROLLER_LINE, backend_lines, settings_line, versions_line
 from ..telling.leak import progress
 from ..telling.results import message, row, section
+from ..telling.rows import records_of, regressed_row
 from ..telling.run import about, backend_failed, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
 from .failures import LeakFailure, PluginError, fail, warn
@@ -43,8 +63,6 @@ _OOM_RUN = pytest.StashKey[Any]()  # a leak check's later run ran out: (run, run
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
     """Where ``error`` is jax running out of device memory (and no xfail expects it): free what the
     failed code held and fail the test saying so. Any other error is left to the caller to raise."""
-    from ..decisions.oom import OomResult, free, is_oom
-
     if not is_oom(error) or expected_error(item, error):  # an xfail expects the OOM
         return
     result = OomResult.of(error, during)
@@ -74,8 +92,6 @@ class Measurer:
         if self._devices is None:
             chosen = self.config.hook.pytest_tpumem_devices(config=self.config)
             if chosen is None:
-                from ..readings.devices import local_devices
-
                 chosen = local_devices()
             self._devices = list(chosen)
         return self._devices
@@ -83,8 +99,6 @@ class Measurer:
     def backend(self) -> dict[str, Any]:
         """The backend, its devices and which sources they offer, read once (with the backend started)."""
         if self._backend is None:
-            from ..readings.devices import backend_summary
-
             try:
                 self._backend = backend_summary(self.devices())
             except Exception as e:  # no backend could start (JAX_PLATFORMS naming a missing one, a busy TPU)
@@ -95,18 +109,14 @@ class Measurer:
     def pytest_report_header(self) -> list[str]:
         """What is known before any test module is imported, without starting jax's backend: the
         suite's modules may still configure it (``jax_num_cpu_devices``, ``XLA_FLAGS`` at import)."""
-        from ..readings.jaxcompat import backends_started
-
         lines = [target_line(self._target())] if self.settings.target else []
         if self.config.pluginmanager.has_plugin("dsession"):
             # pytest-xdist controller: the workers measure. Opening the backend here would take a
             # TPU chip away from them, so the devices are not read in this process.
             lines.append(XDIST_CONTROLLER_LINE)
-        elif backends_started():  # the suite's conftest started it already: reading it changes nothing
+        elif jaxcompat.backends_started():  # the suite's conftest started it already: reading it changes nothing
             lines += backend_lines(self.backend())
         else:
-            from ..readings.devices import installed_versions
-
             lines.append(versions_line(installed_versions()))
         return (
             lines
@@ -123,16 +133,12 @@ class Measurer:
         return target.hbm_per_device, capacity_source(target)
 
     def _target(self) -> Any:
-        from ..targets import parse_target
-
         return parse_target(self.settings.target)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Before the Reporter writes: the backend, where the suite (or a leak_check fixture) started it."""
-        from ..readings.jaxcompat import backends_started
-
-        if self._backend is None and backends_started():
+        if self._backend is None and jaxcompat.backends_started():
             self.backend()
 
     # --- each test -------------------------------------------------------------------------------
@@ -182,7 +188,6 @@ class Measurer:
         problem = self.backend().get("error")
         if problem is not None:
             fail(backend_failed(item.name, problem))
-        from ..checks import PeakTracker
 
         target = self._start_target(item, plan)
         capture = self._start_capture(plan, target)
@@ -210,8 +215,6 @@ class Measurer:
             outcome = "skipped"
             raise
         except BaseException as e:
-            from ..decisions.oom import is_oom
-
             if not is_oom(e) or expected_error(item, e):
                 raise
             oom = e
@@ -237,7 +240,6 @@ class Measurer:
         budget = plan.budget
         if budget is None or budget.target is None:
             return None
-        import importlib.util
 
         if importlib.util.find_spec("libtpu") is None:
             skip = self.settings.no_libtpu == "skip"
@@ -246,9 +248,6 @@ class Measurer:
                 self.reporter.skipped_without_libtpu += 1
                 pytest.skip(said)
             fail(said)
-        from ..decisions.target import TargetCheck
-        from ..readings.jaxcompat import Unavailable
-        from ..readings.tpu import TopologyError
 
         try:  # a topology libtpu cannot build, or a jax without the capture hook, fails before the test runs
             return TargetCheck(
@@ -263,8 +262,6 @@ class Measurer:
         the budget fails). None where there is a target (its own capture serves) or this jax has no hook."""
         if target is not None or plan.budget is None or not plan.recompile:
             return None
-        from ..readings.capture import ProgramCapture
-        from ..readings.jaxcompat import Unavailable
 
         try:
             return ProgramCapture(resident=False)
@@ -295,10 +292,6 @@ class Measurer:
         oom: BaseException | None,
         outcome: str,
     ) -> None:
-        from ..decisions.budget import BudgetResult
-        from ..decisions.oom import OomResult, free
-        from ..decisions.peak import own_use
-
         if outcome == "skipped":
             return
         limit = plan.budget.limit if plan.budget else None
@@ -312,7 +305,6 @@ class Measurer:
             fail(message(result))
         whole_device = self.settings.budget_counts == "device"
         peak = own_use(peak, item.stash.get(_LEFT, ()), whole_device)
-        from ..decisions.target import TargetCheck
 
         checked = target if isinstance(target, TargetCheck) else None  # else the test's ProgramCapture, or None
         budget = BudgetResult(peak, plan.budget, judged_on=checked.target.topology if checked is not None else "")
@@ -352,8 +344,6 @@ class Measurer:
         programs were not captured (compiled before the test) or could not be read."""
         if programs is None:
             return None
-        from ..decisions.upcast import classify
-        from ..readings.precision import read_precision
 
         try:
             where = self.devices()[0].platform
@@ -414,7 +404,6 @@ class Measurer:
             if runs.by_the_plugin(e):
                 raise PluginError(plugin_error("leak-checking", item.name, e)) from e
             self._note_oom_run(item, runs, e)
-            from ..checks import LeakError
 
             line = None if isinstance(e, (LeakFailure, LeakError)) else runs.not_rerunnable(e)
             if line is None:  # the test's own failure; or a leak check inside it found a leak: a leak, whichever run
@@ -431,9 +420,6 @@ class Measurer:
     def _note_oom_run(self, item: pytest.Item, runs: Reruns, error: BaseException) -> None:
         """Where a leak check's later run ran out of device memory: which run, and what it had in
         use then (read before anything is freed), for the out-of-memory failure to tell that run."""
-        from ..decisions.oom import is_oom
-        from ..readings.devices import read_used
-
         if runs.runs > 1 and is_oom(error) and not expected_error(item, error):
             try:
                 item.stash[_OOM_RUN] = (runs.runs, runs.total, read_used(self.devices()))
@@ -454,25 +440,17 @@ class Measurer:
         baseline = self.reporter.baseline
         if baseline is None or not self.settings.compare_fail:
             return
-        from ..telling.rows import records_of
 
         old = baseline.tests.get(self.reporter.baseline_ids.get(item.nodeid, ""))
         records = records_of(item.user_properties)
         if old is None or not records:
             return
-        from ..decisions.compare import compare_entry, foreign
-        from ..decisions.entry import Entry
 
         if foreign(baseline.context, self.reporter.platform(), baseline.version):
             return
         changes = compare_entry(item.nodeid, old, Entry.of(records), self.settings.compare_fail)
         worse = [c for c in changes if c.regressed]
         if worse:
-            import os
-
-            from ..telling.comparison import change_line
-            from ..telling.rows import regressed_row
-
             name = os.path.basename(self.settings.compare_path or "")
             record(item, regressed_row(worse))
             fail("\n".join(regressed(change_line(c, name)) for c in worse))
@@ -482,14 +460,12 @@ class Measurer:
         ``benchmark.extra_info["tpumem"]``, saved with its times (--benchmark-json, --benchmark-autosave)."""
         if not plan.benchmark:
             return
-        from ..telling.rows import records_of
 
         bench = getattr(item, "funcargs", {}).get("benchmark")
         extra = getattr(bench, "extra_info", None)
         records = records_of(item.user_properties)
         if not isinstance(extra, dict) or not records:
             return
-        from ..decisions.entry import Entry
 
         entry = Entry.of(records).to_json()
         extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
@@ -502,7 +478,6 @@ class Measurer:
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         if self.config.get_verbosity() < 1 or reporter is None or hasattr(self.config, "workerinput"):
             return None
-        import time
 
         began = time.monotonic()
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from ..telling.files import refusal
+from .active import NAMES
 from .options import Settings, outputs
 
 
@@ -14,9 +16,6 @@ def check(config: pytest.Config, settings: Settings) -> None:
     """pytest.UsageError naming the option (or ini key), the path and what is there, for the first
     output that may not be written. A pytest-xdist worker checks nothing: its controller did, and
     its own files (ledger.gw1.jsonl) are refused where they are opened, said in the summary."""
-    from ..telling.files import refusal
-    from .active import NAMES
-
     if hasattr(config, "workerinput"):
         return
     ledger = not config.pluginmanager.is_blocked(NAMES[2])

@@ -3,12 +3,17 @@ kept frozen in the item's stash: the call hook and the judgement read it from th
 
 from __future__ import annotations
 
+import inspect
 import sys
+import unittest
 from dataclasses import dataclass
 
 import pytest
 
+from .. import defaults
 from ..decisions.budget import Budget
+from ..targets import parse_target
+from ..telling.run import cannot_rerun
 from . import markers
 from .options import Settings
 
@@ -57,8 +62,6 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
         if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
             leak, unswept = None, True
         else:
-            from ..telling.run import cannot_rerun
-
             return TestPlan(error=cannot_rerun(item.name, why))
     recompile = budget is not None and (
         budget.target is not None or settings.recompile == "all" or (settings.recompile == "marked" and marked)
@@ -68,8 +71,6 @@ def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
 
 def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]:
     """The test's budget, and whether a marker set it."""
-    from ..targets import parse_target
-
     default_target = parse_target(settings.target) if settings.target else None
     mark = markers.closest(item, "max_hbm")
     if mark is not None:
@@ -93,8 +94,6 @@ def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
     fewer runs, for every test pays them); None for a test exempted with leak_check(False), and for
     a test that calls the leak_check fixture (its own check judges what it checks: run again by the
     sweep, the check inside would run its code 2-4 times over and judge a different state each time)."""
-    from .. import defaults
-
     mark = markers.closest(item, "leak_check")
     if mark is None:
         if settings.leak_check != "all" or "leak_check" in getattr(item, "fixturenames", ()):
@@ -116,8 +115,6 @@ def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
 
 
 def is_unittest(item: pytest.Item) -> bool:
-    import unittest
-
     cls = getattr(item, "cls", None)
     return cls is not None and issubclass(cls, unittest.TestCase)
 
@@ -126,8 +123,6 @@ def cannot_rerun_why(item: pytest.Item, benchmark: bool = False) -> str:
     """ "" for a test whose body can be run again on its own: a test function (its fixtures kept),
     or a unittest.TestCase method (on its instance). "async" for async ones, "benchmark" for a
     pytest-benchmark test (its fixture runs once a test), "other" for doctests and other items."""
-    import inspect
-
     if not isinstance(item, pytest.Function):
         return "other"
     if benchmark:

@@ -7,14 +7,17 @@ from typing import Any
 
 import pytest
 
+try:
+    from _pytest.skipping import evaluate_xfail_marks
+except ImportError:  # a pytest without it: expected_error reads the marks as pytest does
+    evaluate_xfail_marks = None  # type: ignore[assignment]
+
 
 def expected_error(item: pytest.Item, error: BaseException) -> bool:
     """True when an xfail marker of ``item`` whose condition holds expects ``error``: pytest's own
     evaluation of the marks (``xfail(False, ...)`` expects nothing; a string condition is evaluated
     as pytest does), and its matching of ``raises=`` (a type, a tuple, or ``pytest.RaisesExc``)."""
-    try:
-        from _pytest.skipping import evaluate_xfail_marks
-    except ImportError:  # a pytest without it: conditions that are not strings, as pytest reads them
+    if evaluate_xfail_marks is None:  # a pytest without it: conditions that are not strings, as pytest reads them
         mark = next((m for m in item.iter_markers("xfail") if _holds(m)), None)
         if mark is None:
             return False

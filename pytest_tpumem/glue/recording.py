@@ -4,13 +4,16 @@ check leaves, and a leak check run with the session's devices, forecast and prog
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from ..checks import check_leaks
 from ..telling.files import save_leak
 from ..telling.results import row
+from ..telling.rows import PROPERTY, encode
 from ..telling.words import files_not_written
 from .options import SETTINGS
 
@@ -18,15 +21,11 @@ from .options import SETTINGS
 def record(item: pytest.Item, entry: dict[str, Any]) -> None:
     """Attach a check's row to the test's report (user_properties travel to the xdist controller)."""
     if item.config.stash[SETTINGS].enabled:
-        from ..telling.rows import PROPERTY, encode
-
         item.user_properties.append((PROPERTY, encode(entry)))
 
 
 def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:
     """``result`` with the files ``save`` wrote for it, or with a note that they could not be written."""
-    import dataclasses
-
     try:
         files = save(result, directory, nodeid)
     except OSError as e:
@@ -38,8 +37,6 @@ def run_leak_check(item: pytest.Item, call: Callable[[], Any], session: Any, tar
     """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
     progress of ``session`` (the Measurer, where --tpumem is on; else None), files where a directory
     is given, and the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
-    from ..checks import check_leaks
-
     profile_dir = item.config.stash[SETTINGS].profile_dir
     report = check_leaks(
         call,

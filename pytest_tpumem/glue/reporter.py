@@ -6,12 +6,23 @@ Measurer (glue/measure.py) tells it the backend and counts what it could not che
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 import pytest
 
-from ..decisions.entry import Entry, Report
+from .. import defaults
+from ..decisions.compare import compare, match_tests
+from ..decisions.entry import Entry, LedgerTests, Report
+from ..decisions.partial import Selection, kept, kept_because
+from ..readings import context as context_readings
+from ..telling import report as reports
+from ..telling.comparison import comparison_lines
+from ..telling.files import write_atomic
 from ..telling.header import worker_backend_lines
+from ..telling.html import page
+from ..telling.rows import records_of, summary_lines
 from ..telling.run import (
     COMPARE_NOT_ENFORCED,
     baseline_not_saved,
@@ -22,6 +33,8 @@ from ..telling.run import (
     report_not_written,
     report_written,
 )
+from . import outputs
+from .active import NAMES
 from .options import Settings
 
 
@@ -29,15 +42,12 @@ def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
     """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
     unreadable or corrupt one is a usage error naming the file (which is left as it is); a missing
     one is None under --tpumem-compare-missing=warn (the summary says so)."""
-    import os
-
     if path is None or (missing == "warn" and not os.path.lexists(path)):
         return None
-    from ..telling.report import ReportError, read
 
     try:
-        return read(path)
-    except ReportError as e:
+        return reports.read(path)
+    except reports.ReportError as e:
         raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
 
 
@@ -59,8 +69,6 @@ class Reporter:
     """Rows, reports, the baseline and the summary of one run."""
 
     def __init__(self, config: pytest.Config, settings: Settings):
-        from . import outputs
-
         outputs.check(config, settings)  # before any test runs: a test source is never overwritten
         self.config = config
         self.settings = settings
@@ -76,9 +84,8 @@ class Reporter:
         self.written: list[str] = []  # the reports written at the end, for the summary
         self.page: str | None = None  # of those, the HTML page (--tpumem-html)
         self.write_errors: list[str] = []
-        from ..readings.context import now
 
-        self.started = now()
+        self.started = context_readings.now()
         self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
         self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
         self._comparison: Any = None  # the run against the baseline, made once at the end
@@ -108,8 +115,6 @@ class Reporter:
 
     def _selection(self, session: pytest.Session) -> Any:
         """What the run selected of what it collected (decisions.partial.Selection)."""
-        from ..decisions.partial import Selection
-
         config = self.config
         narrowing = [
             f"{flag} {value!r}" if isinstance(value, str) else flag
@@ -129,12 +134,6 @@ class Reporter:
         """The report --tpumem-save writes: this run's tests, and those of the last baseline at the
         path that the run did not run but are still in the suite (decisions.partial.kept). A last
         baseline that cannot be read, or was taken from another rootdir, is replaced whole."""
-        import os
-
-        from ..decisions.entry import LedgerTests
-        from ..decisions.partial import kept, kept_because
-        from ..telling import report as reports
-
         data = self.report()
         if not os.path.isfile(path):
             return data
@@ -170,8 +169,6 @@ class Reporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Which baseline test each collected test is, whatever rootdir either run had."""
         if self.baseline is not None:
-            from ..decisions.compare import match_tests
-
             self.baseline_ids = match_tests(
                 self.baseline.tests,
                 [i.nodeid for i in session.items],
@@ -180,13 +177,9 @@ class Reporter:
             )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ..telling.rows import records_of
-
         records = records_of(report.user_properties)
         if report.failed and (records or report.nodeid in self.rows):  # a test the report keeps: measured
-            from ..telling.report import failure_text
-
-            self.failures[report.nodeid] = failure_text(self.failures.get(report.nodeid, ""), report)
+            self.failures[report.nodeid] = reports.failure_text(self.failures.get(report.nodeid, ""), report)
         # A unittest.TestCase skip is recorded by pytest's unittest support and raised only when the
         # report is made, so the call hook saw a test that returned: its row is dropped here.
         # A setup that failed (an out-of-memory in a fixture) has the only report of the test with a row.
@@ -213,24 +206,18 @@ class Reporter:
     def comparison(self) -> Any:
         """This run against the baseline (decisions.compare.Comparison), None without one."""
         if self.baseline is not None and self._comparison is None:
-            from ..decisions.compare import compare
-
             self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
         return self._comparison
 
     def report(self) -> Report:
         """This run's report (decisions.entry), made once the run has ended."""
         if self._report is None:
-            from ..telling import report
-
             tests = {
                 nodeid: Entry.of(records, self.outcomes.get(nodeid, ""), self.failures.get(nodeid, ""))
                 for nodeid, records in self.rows.items()
             }
-            from .active import NAMES
-
             ledger = self.config.pluginmanager.get_plugin(NAMES[2])  # None where -p no:tpumem-ledger blocked it
-            self._report = report.build(
+            self._report = reports.build(
                 tests, self._context(), (), ledger.report_part() if ledger is not None else None
             )
         return self._report
@@ -245,19 +232,14 @@ class Reporter:
         return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
 
     def _context(self) -> dict[str, Any]:
-        import os
-        import socket
-
-        from ..readings import context
-
         backend = self._any_backend()
-        index, count = context.process()
+        index, count = context_readings.process()
         devices = backend.get("devices", [])
         known = backend.get("known_stats")
         s = self.settings
         return {
             "started": self.started,
-            "finished": context.now(),
+            "finished": context_readings.now(),
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             **self.platform(),
@@ -268,10 +250,10 @@ class Reporter:
             "process_index": index,
             "process_count": count,
             "xdist_workers": len(self.worker_backends) or None,
-            "versions": context.versions(),
-            "env": context.memory_env(),
+            "versions": context_readings.versions(),
+            "env": context_readings.memory_env(),
             "rootdir": str(self.config.rootpath),  # test ids are relative to it (decisions.compare.match_tests)
-            "git": context.git(str(self.config.rootpath)),
+            "git": context_readings.git(str(self.config.rootpath)),
             "settings": {
                 "max_hbm": s.max_hbm,
                 "leak_threshold": s.leak_threshold,
@@ -303,7 +285,6 @@ class Reporter:
             paths.append(self.settings.html_path)
         if not paths:
             return
-        from ..telling import report as reports
 
         data = self.report()
         context = data.context
@@ -326,11 +307,6 @@ class Reporter:
 
     def _write_page(self, path: str) -> None:
         """--tpumem-html: the run's page (telling.html), with the baseline comparison where there is one."""
-        import os
-
-        from ..telling.files import write_atomic
-        from ..telling.html import page
-
         baseline = os.path.basename(self.settings.compare_path or "")
         write_atomic(path, page(self.report(), self.comparison(), baseline).encode())
 
@@ -348,8 +324,6 @@ class Reporter:
         self.partial_files = self.partial_files or str(output.get("tpumem_partial_files") or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from ..telling.rows import summary_lines
-
         extra = self._report_lines()
         if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
             for line in self.write_errors:  # never hidden
@@ -377,11 +351,6 @@ class Reporter:
         if self.baseline is None and self.settings.compare_path is not None:
             lines.append(no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
         if self.baseline is not None:
-            import os
-
-            from .. import defaults
-            from ..telling.comparison import comparison_lines
-
             comparison = self.comparison()
             name = os.path.basename(self.settings.compare_path or "")
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from ..decisions.oom import is_oom
 from ..telling.run import not_rerunnable
 from .pytestcompat import log_capture_handlers
 
@@ -106,8 +107,6 @@ class Reruns:
         """Where ``error`` came from a run after a passed first one: the line saying the test
         cannot be re-run. None otherwise (the test's own failure, a skip, an out-of-memory: the
         caller re-raises it)."""
-        from ..decisions.oom import is_oom
-
         if (
             error is not self.raised
             or self.runs <= 1
