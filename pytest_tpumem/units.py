@@ -5,6 +5,7 @@ What format_size prints ("40.0MB", "98.3kB") parses back to the same number of b
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 _UNITS = {
     "B": 1,
@@ -64,8 +65,6 @@ def parse_size(value: object, *, what: str = "size", allow_zero: bool = False) -
     if isinstance(value, int):
         n = value
     else:
-        from decimal import ROUND_HALF_UP, Decimal
-
         m = re.match(_SIZE, value)
         if not m:
             raise SizeError(f"{what}: {shown_value(value)} is not a size; expected {ACCEPTED}")

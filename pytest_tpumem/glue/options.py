@@ -5,6 +5,7 @@ Imported on every pytest run (pytest_addoption): a table and a few functions, no
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -564,14 +565,10 @@ def _refuse_clashes(settings: Settings) -> None:
 
 
 def _same(a: str, b: str) -> bool:
-    import os
-
     return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _absolute(path: str, base_dir: str) -> str:
-    import os
-
     return os.path.abspath(os.path.join(base_dir, os.path.expanduser(path)))
 
 
