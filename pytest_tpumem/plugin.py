@@ -53,10 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options.SETTINGS] = settings
     if settings.enabled:
         from .glue import sharing
-        from .glue.active import MEASURER, NAMES, REPORTER
+        from .glue.active import NAMES
         from .glue.ledger import Ledger
-        from .glue.measure import Measurer
-        from .glue.reporter import Reporter
+        from .glue.measure import MEASURER, Measurer
+        from .glue.reporter import REPORTER, Reporter
 
         try:  # pytest-xdist on a TPU or GPU host: chips or GPUs of its own for each worker
             shared = sharing.share_out(config, settings)
@@ -84,7 +84,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The active part goes with its run (a config made again in-process, as pytester's, starts clean)."""
-    from .glue.active import MEASURER, NAMES, REPORTER
+    from .glue import options
+
+    settings = config.stash.get(options.SETTINGS, None)
+    if settings is None or not settings.enabled:
+        return  # off (or never configured): nothing was registered or stashed, and nothing more is imported
+    from .glue.active import NAMES
+    from .glue.measure import MEASURER
+    from .glue.reporter import REPORTER
 
     for name in NAMES:
         plugin = config.pluginmanager.get_plugin(name)

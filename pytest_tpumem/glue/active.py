@@ -1,16 +1,7 @@
-"""Where the active part is found, under --tpumem: ``config.stash[MEASURER]`` (glue/measure.py,
-per test) and ``config.stash[REPORTER]`` (glue/reporter.py, per run); the suite ledger (glue/ledger.py) is registered beside them; absent while the plugin is off."""
+"""The names the active part is registered under as plugins, under --tpumem: the Reporter
+(glue/reporter.py, per run), the Measurer (glue/measure.py, per test) and the suite ledger
+(glue/ledger.py); absent while the plugin is off. The Measurer and the Reporter are also reached
+through ``config.stash``, by the keys their own modules define beside them: ``measure.MEASURER``
+and ``reporter.REPORTER``."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-import pytest
-
-if TYPE_CHECKING:
-    from .measure import Measurer
-    from .reporter import Reporter
-
-MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()
-REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()
 NAMES = ("tpumem-reporter", "tpumem-measurer", "tpumem-ledger")  # the names they are registered under, as plugins

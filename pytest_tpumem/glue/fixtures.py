@@ -21,10 +21,11 @@ from ..telling.results import message, row
 from ..telling.run import about
 from ..telling.target import NO_TARGET_HINT, no_libtpu_fixture
 from ..units import SizeError, parse_size
-from .active import MEASURER, REPORTER
 from .failures import LeakFailure, fail
+from .measure import MEASURER
 from .options import SETTINGS
 from .recording import record, run_leak_check
+from .reporter import REPORTER
 
 
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:

@@ -63,7 +63,7 @@ from ..telling.ledger import (
 )
 from ..telling.svg import session_picture
 from ..telling.words import escaped
-from .active import MEASURER
+from .measure import MEASURER
 from .options import Settings
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)

@@ -54,6 +54,7 @@ from .recording import record, run_leak_check, with_files
 from .reporter import Reporter
 from .rerun import Reruns, unittest_between
 
+MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()  # config.stash[MEASURER]: the run's Measurer, under --tpumem
 _LEAK_REPORT = pytest.StashKey[Any]()
 _TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
 _LEFT = pytest.StashKey[Any]()  # what other tests left alive at the call's start (glue.left.left_behind)

@@ -37,6 +37,8 @@ from . import outputs
 from .active import NAMES
 from .options import Settings
 
+REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()  # config.stash[REPORTER]: the run's Reporter, under --tpumem
+
 
 def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
     """The baseline --tpumem-compare names, read and checked when the run starts: a missing,
