@@ -28,6 +28,73 @@ def test_plugin_import_does_not_import_jax():
     assert not [m for m in modules if m == "jax" or m.startswith(("jax.", "jaxlib"))]
 
 
+# What a run without --tpumem loads of the plugin: the entry point and what it declares options and
+# markers from. Everything else (the lower layers, the active part, jax) waits for --tpumem.
+OFF_MODULES = [
+    "pytest_tpumem",
+    "pytest_tpumem.defaults",
+    "pytest_tpumem.glue",
+    "pytest_tpumem.glue.hookspecs",
+    "pytest_tpumem.glue.markers",
+    "pytest_tpumem.glue.off",
+    "pytest_tpumem.glue.options",
+    "pytest_tpumem.plugin",
+    "pytest_tpumem.units",
+]
+
+
+def test_a_run_without_tpumem_loads_the_entry_modules_alone(pytester):
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            ours = sorted(m for m in sys.modules if m == "pytest_tpumem" or m.startswith("pytest_tpumem."))
+            heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib", "numpy", "ml_dtypes"))
+            print("\\ntpumem modules: %s" % ours)
+            print("heavy modules: %s" % heavy)
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.max_hbm("1B")
+        @pytest.mark.leak_check(iterations=1)
+        def test_marked():
+            pass
+
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-s", "--strict-markers")
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines  # compared as they are: fnmatch would read the brackets as a pattern
+    assert f"tpumem modules: {OFF_MODULES}" in lines, result.stdout.str()
+    assert "heavy modules: []" in lines
+
+
+def test_importing_every_module_of_the_package_imports_no_jax():
+    """jax, numpy and what imports them are imported inside the functions that use them: an xdist
+    controller, the CLI and a run without --tpumem import the plugin's modules without them."""
+    script = (
+        "import importlib, pkgutil, sys\n"
+        "import pytest_tpumem\n"
+        "names = [m.name for m in pkgutil.walk_packages(pytest_tpumem.__path__, 'pytest_tpumem.')]\n"
+        "for name in names:\n"
+        "    if not name.endswith('.__main__'):\n"
+        "        importlib.import_module(name)\n"
+        "print(len(names))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'numpy', 'ml_dtypes')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    count, heavy = done.stdout.splitlines()[-2:]
+    assert int(count) > 50  # the whole package was walked, its layers' modules included
+    assert heavy == "[]"
+
+
 @pytest.mark.parametrize("args, imported", [((), False), (("--tpumem",), True)])
 def test_jax_is_imported_only_when_switched_on(pytester, args, imported):
     pytester.makeconftest(CHECK_JAX)
