@@ -200,7 +200,7 @@ class Measurer:
         item.stash[_LEFT] = left_behind(item)  # what other tests left alive: not this test's own use
         tracker = PeakTracker(
             self.devices(),
-            sample_interval=self.settings.sample_interval,
+            sample_interval=self.settings.sample_ms / 1000,
             body=getattr(item, "obj", None),
             profile=self.settings.profile_dir is not None,
         ).start()

@@ -192,13 +192,21 @@ def choice(*words: str) -> Callable[[Any, str], str]:
 
 
 class Option(NamedTuple):
-    """One option: its name (argparse's dest and the ini key), help, and converter. The flag is
-    the name spelled as a flag; how argparse stores it and pytest types its ini value follow from
-    the converter (a flag that takes no value, a repeatable one; pytest 9's typed TOML table)."""
+    """One option: its name (argparse's dest and the ini key), help, and converter; the Settings
+    field it sets (``field``: the name without ``tpumem_`` unless given) and its default as written
+    in the reference where the field's default does not say it (``shown``). The flag is the name
+    spelled as a flag; how argparse stores it and pytest types its ini value follow from the
+    converter (a flag that takes no value, a repeatable one; pytest 9's typed TOML table)."""
 
     name: str
     help: str
     convert: Callable[[Any, str], Any]
+    field_name: str | None = None
+    shown: str | None = None
+
+    @property
+    def field(self) -> str:
+        return self.field_name or self.name.removeprefix("tpumem_")
 
     @property
     def flag(self) -> str:
@@ -221,7 +229,12 @@ _INI_TYPES: dict[Converter, str] = {to_bool: "bool", to_count: "int", to_interva
 
 
 OPTIONS = (
-    Option("tpumem", "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary", to_bool),
+    Option(
+        "tpumem",
+        "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary",
+        to_bool,
+        "enabled",
+    ),
     Option("tpumem_max_hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", to_size),
     Option(
         "tpumem_leak_threshold",
@@ -286,6 +299,7 @@ OPTIONS = (
         "write every measured test's figures and the run's context to this JSON file (docs/report-schema.md); "
         "under jax.distributed each process writes its own, named with its index",
         to_path,
+        "json_path",
     ),
     Option(
         "tpumem_html",
@@ -293,6 +307,7 @@ OPTIONS = (
         "failure texts, leak sites and timelines, the baseline comparison and the suite ledger (opens offline, "
         "e.g. from a CI artifact; python -m pytest_tpumem html makes one from JSON reports)",
         to_path,
+        "html_path",
     ),
     Option(
         "tpumem_save",
@@ -300,12 +315,14 @@ OPTIONS = (
         "a run narrowed by -k, -m, --deselect, --lf, test ids or paths replaces only the tests it ran; a run cut short "
         "keeps the last one",
         to_path,
+        "save_path",
     ),
     Option(
         "tpumem_compare",
         "compare each test's peak, growth and residue with this baseline (from --tpumem-save); shown in the summary, "
         "enforced with --tpumem-compare-fail",
         to_path,
+        "compare_path",
     ),
     Option(
         "tpumem_compare_missing",
@@ -356,6 +373,8 @@ OPTIONS = (
         "worker's ledger.gw1.jsonl; without pytest's cache, $TMPDIR/pytest-tpumem-of-UID/ROOT/ledger.jsonl, ROOT "
         "named from the rootdir; off writes none)",
         to_ledger,
+        "ledger_path",
+        ".pytest_cache/d/tpumem/ledger.jsonl",
     ),
     Option(
         "tpumem_tpu_chips",
@@ -365,35 +384,6 @@ OPTIONS = (
         to_chips,
     ),
 )
-
-# Each option's default as a user would write it (the generated reference, docs/reference/options.md);
-# tests/glue/test_options.py checks that giving it changes nothing. "none": not set.
-DEFAULTS: dict[str, str] = {
-    "tpumem": "false",
-    "tpumem_max_hbm": "none",
-    "tpumem_leak_threshold": format_size(defaults.LEAK_THRESHOLD),
-    "tpumem_leak_host": "on",
-    "tpumem_top": str(defaults.TOP),
-    "tpumem_target": "none",
-    "tpumem_sample_ms": f"{defaults.SAMPLE_MS:g}",
-    "tpumem_recompile": RECOMPILE[0],
-    "tpumem_budget_counts": BUDGET_COUNTS[0],
-    "tpumem_profile_dir": "none",
-    "tpumem_no_libtpu": NO_LIBTPU[0],
-    "tpumem_leak_check": LEAK_CHECK[0],
-    "tpumem_json": "none",
-    "tpumem_html": "none",
-    "tpumem_save": "none",
-    "tpumem_compare": "none",
-    "tpumem_compare_missing": COMPARE_MISSING[0],
-    "tpumem_compare_fail": "none",
-    "tpumem_gpus": "none",
-    "tpumem_residue": format_size(defaults.RESIDUE),
-    "tpumem_host_residue": format_size(defaults.HOST_RESIDUE),
-    "tpumem_clear_caches": CLEAR_CACHES[0],
-    "tpumem_ledger": ".pytest_cache/d/tpumem/ledger.jsonl",
-    "tpumem_tpu_chips": "none",
-}
 
 
 class Settings(NamedTuple):
@@ -405,7 +395,7 @@ class Settings(NamedTuple):
     # host RSS in leak checks: judged with the threshold, not judged (False), or its own (bytes)
     leak_host: bool | int = True
     top: int = defaults.TOP
-    sample_interval: float = defaults.SAMPLE_MS / 1000
+    sample_ms: float = defaults.SAMPLE_MS
     target: str | None = None  # a TPU topology, "v5e:2x2"
     recompile: str = RECOMPILE[0]
     budget_counts: str = BUDGET_COUNTS[0]  # "test": a budget judges the test's own use; "device": everything
@@ -430,6 +420,25 @@ class Settings(NamedTuple):
     def where(self, name: str) -> str:
         """Where option ``name`` was given: its flag, or "ini NAME"; its flag where it was not given."""
         return dict(self.sources).get(name, "--" + name.replace("_", "-"))
+
+
+def _shown(option: Option) -> str:
+    """An option's default as a user would write it: "none" where it is not set."""
+    if option.shown is not None:
+        return option.shown
+    value = Settings._field_defaults[option.field]
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return ("on" if value else "off") if option.convert is to_host else str(value).lower()
+    if option.convert in (to_size, to_size_or_none):
+        return format_size(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# Each option's default as a user would write it (the generated reference, docs/reference/options.md),
+# from the Settings field it sets; tests/glue/test_options.py checks that giving it changes nothing.
+DEFAULTS: dict[str, str] = {option.name: _shown(option) for option in OPTIONS}
 
 
 SETTINGS = pytest.StashKey[Settings]()  # the resolved settings, in config.stash
@@ -484,30 +493,7 @@ def resolve(
                 value = _absolute(value, ini_dir if where.startswith("ini") and ini_dir else base_dir)
             values[option.name] = value
     settings = Settings(
-        enabled=values.get("tpumem", False),
-        max_hbm=values.get("tpumem_max_hbm"),
-        leak_threshold=values.get("tpumem_leak_threshold", defaults.LEAK_THRESHOLD),
-        leak_host=values.get("tpumem_leak_host", True),
-        top=values.get("tpumem_top", defaults.TOP),
-        sample_interval=values.get("tpumem_sample_ms", defaults.SAMPLE_MS) / 1000,
-        target=values.get("tpumem_target"),
-        recompile=values.get("tpumem_recompile", RECOMPILE[0]),
-        budget_counts=values.get("tpumem_budget_counts", BUDGET_COUNTS[0]),
-        no_libtpu=values.get("tpumem_no_libtpu", NO_LIBTPU[0]),
-        profile_dir=values.get("tpumem_profile_dir"),
-        leak_check=values.get("tpumem_leak_check", LEAK_CHECK[0]),
-        json_path=values.get("tpumem_json"),
-        save_path=values.get("tpumem_save"),
-        html_path=values.get("tpumem_html"),
-        compare_path=values.get("tpumem_compare"),
-        compare_fail=values.get("tpumem_compare_fail", ()),
-        compare_missing=values.get("tpumem_compare_missing", COMPARE_MISSING[0]),
-        tpu_chips=values.get("tpumem_tpu_chips"),
-        gpus=values.get("tpumem_gpus"),
-        residue=values.get("tpumem_residue", defaults.RESIDUE),
-        host_residue=values.get("tpumem_host_residue", defaults.HOST_RESIDUE),
-        ledger_path=values.get("tpumem_ledger"),
-        clear_caches=values.get("tpumem_clear_caches", CLEAR_CACHES[0]),
+        **{o.field: values[o.name] for o in OPTIONS if o.name in values},
         given=frozenset(values),
         sources=tuple(sources.items()),
     )

@@ -263,7 +263,7 @@ class Reporter:
                 "leak_check": s.leak_check,
                 "target": s.target,
                 "recompile": s.recompile,
-                "sample_ms": s.sample_interval * 1000,
+                "sample_ms": s.sample_ms,
                 "residue": s.residue,
                 "host_residue": s.host_residue,
                 "clear_caches": s.clear_caches if isinstance(s.clear_caches, (str, int)) else str(s.clear_caches),

@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_tpumem import defaults
-from pytest_tpumem.glue.options import DEFAULTS, OPTIONS, SettingError, resolve, unused_when_off
+from pytest_tpumem.glue.options import DEFAULTS, OPTIONS, SettingError, Settings, resolve, unused_when_off
 
 
 def settings(cli=None, ini=None):
@@ -15,7 +15,7 @@ def test_defaults_come_from_one_module():
     s = settings()
     assert (s.enabled, s.max_hbm, s.target) == (False, None, None)
     assert s.leak_threshold == defaults.LEAK_THRESHOLD and s.top == defaults.TOP
-    assert s.sample_interval == defaults.SAMPLE_MS / 1000
+    assert s.sample_ms == defaults.SAMPLE_MS
     assert (s.recompile, s.no_libtpu, s.given) == ("marked", "fail", frozenset())
 
 
@@ -36,6 +36,17 @@ def test_every_option_has_a_default_in_the_reference():
     assert list(DEFAULTS) == [o.name for o in OPTIONS]
 
 
+def test_each_setting_is_set_by_one_option_and_each_option_sets_one():
+    """Settings and OPTIONS are one table: a field without its option (or two options on one field)
+    would be a default no user can change (or a value one flag silently overrides)."""
+    fields = [o.field for o in OPTIONS]
+    assert len(set(fields)) == len(fields)
+    assert set(Settings._fields) - {"given", "sources"} == set(fields)
+    # and each given value reaches its own field
+    given = settings({"tpumem_json": "r.json", "tpumem_sample_ms": "7", "tpumem": "true"})
+    assert (given.json_path.endswith("r.json"), given.sample_ms, given.enabled) == (True, 7.0, True)
+
+
 def test_command_line_wins_over_ini():
     s = settings({"tpumem_max_hbm": "2GB"}, {"tpumem_max_hbm": "1GB", "tpumem": "true", "tpumem_top": 5})
     assert s.max_hbm == 2 * 10**9 and s.enabled and s.top == 5
@@ -44,7 +55,7 @@ def test_command_line_wins_over_ini():
 
 def test_typed_ini_values_and_empty_strings():
     s = settings(ini={"tpumem": True, "tpumem_sample_ms": 0.0, "tpumem_recompile": "ALL"})
-    assert s.enabled and s.sample_interval == 0 and s.target is None and s.recompile == "all"
+    assert s.enabled and s.sample_ms == 0 and s.target is None and s.recompile == "all"
     assert settings(ini={"tpumem_target": "v6e:4x4"}).target == "v6e:4x4"
     # An empty value is an error, as an empty one on the command line is (it was ignored: a gate's
     # `tpumem_json =` wrote no report, without a word); an empty boolean is false.
