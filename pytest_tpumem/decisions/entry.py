@@ -345,7 +345,7 @@ class Entry:
         checks = obj.get("checks", [])
         if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
             raise ReportError(f'{where}: {name} "checks" is not a list of objects')
-        return cls._read(obj, checks=tuple(checks), extra={k: v for k, v in obj.items() if k not in _ENTRY})
+        return cls._read(obj, extra={k: v for k, v in obj.items() if k not in _ENTRY})
 
 
 _WIRE = [f for f in fields(Entry) if "kind" in f.metadata]
