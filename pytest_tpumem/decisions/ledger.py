@@ -1,4 +1,4 @@
-"""The suite ledger's decisions (issue 18; docs/design/ledger.md): from the readings taken between
+"""The suite ledger's decisions (docs/design/ledger.md): from the readings taken between
 tests, each test's line (what it left behind, what changed, what it compiled), which lines are
 named and why, and the session's account at the end. Nothing here reads memory: the readings come
 from readings.between, the explanations from measuring.ledger."""

@@ -1,4 +1,4 @@
-"""Which file already at an output's path the plugin may replace (issue 27): none but its own.
+"""Which file already at an output's path the plugin may replace: none but its own.
 
 A typo such as ``pytest --tpumem --tpumem-json test_x.py`` (a test file taken as the option's
 value) must not overwrite the test source. So every file the plugin writes may replace only an

@@ -1,4 +1,4 @@
-"""Which tests of the last baseline a new baseline keeps (issue 27): a run narrowed by ``-k``,
+"""Which tests of the last baseline a new baseline keeps: a run narrowed by ``-k``,
 ``-m``, ``--deselect``, ``--lf``, test ids or paths replaces only the tests it ran.
 
 A baseline saved by every run (ini ``tpumem_save``) must not shrink to the few tests a local

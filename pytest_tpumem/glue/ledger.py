@@ -1,4 +1,4 @@
-"""The suite ledger's part of the active plugin (issue 18; docs/design/ledger.md): one reading
+"""The suite ledger's part of the active plugin (docs/design/ledger.md): one reading
 after every test's teardown (and its function-scoped fixtures' release), two around the setup of
 each fixture of a wider scope, the line of each test kept and appended to the flight recorder, the
 lines at or over the residue threshold explained, and the session told at the end. In a

@@ -1,4 +1,4 @@
-"""What other tests left alive when a measured test begins (issue 27): read by the suite ledger at
+"""What other tests left alive when a measured test begins: read by the suite ledger at
 the start of the test's call, so that a budget judges the test's own use whatever ran before it,
 and its failure names who left the rest and where."""
 

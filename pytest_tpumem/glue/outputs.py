@@ -1,4 +1,4 @@
-"""The files a run will write, checked when pytest is configured (issue 27): a path that holds a
+"""The files a run will write, checked when pytest is configured: a path that holds a
 file the plugin did not write (a test source taken as an option's value), or a directory, is a
 usage error before any test runs, so nothing is lost and no run is wasted. The same refusal is
 made again where each file is written (telling.files), for what appears during the run."""

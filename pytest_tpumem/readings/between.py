@@ -1,5 +1,5 @@
 """One reading between two tests, cheap enough to take after every test: the suite ledger's
-(issue 18; docs/design/ledger.md). Per local device the runtime's bytes in use where it reports
+(docs/design/ledger.md). Per local device the runtime's bytes in use where it reports
 them (GPU, TPU), else the bytes of live arrays (the CPU stand-in, each array's layout read once);
 the programs jax holds compiled; host RSS. No backend is started for it: before the suite has
 started one, a reading says so and has no device figures.
