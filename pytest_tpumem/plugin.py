@@ -1,9 +1,10 @@
-"""The pytest entry point (``pytest11: tpumem``): options, markers and fixtures, and nothing else.
+"""The pytest entry point (``pytest11: tpumem``): hook specs, options, markers and fixtures, and nothing else.
 
 pytest imports this module on every run of every suite, so it imports nothing of the plugin at
 import time (and never jax): the options are declared from glue/options.py when pytest asks, and
-the active part (glue/measure.py's Measurer, per test, and glue/reporter.py's Reporter, per run) is
-registered only under --tpumem / ini tpumem = true, and unregistered when the run ends.
+the active part (glue/measure.py's Measurer, per test, glue/reporter.py's Reporter, per run, and
+glue/ledger.py's suite ledger) is registered only under --tpumem / ini tpumem = true, and
+unregistered when the run ends; while the plugin is off, glue/off.py's Off is registered instead.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ MARKERS = (max_hbm, leak_check)
 
 
 def signature(fn: Any) -> str:
-    """``leak_check(enabled=True, *, iterations=3, warmup=1, threshold=None, clear_caches=True)``"""
+    """``leak_check(enabled=True, *, iterations=3, warmup=1, threshold=None, clear_caches=True, host=None)``"""
     params = [p.replace(annotation=inspect.Parameter.empty) for p in inspect.signature(fn).parameters.values()]
     return f"{fn.__name__}{inspect.Signature(params)}"
 

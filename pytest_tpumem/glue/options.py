@@ -413,7 +413,7 @@ class Settings(NamedTuple):
     residue: int = defaults.RESIDUE  # the suite ledger names a test that leaves this much behind
     host_residue: int = defaults.HOST_RESIDUE  # the suite ledger names a test that grows host memory this much
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
-    clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, or a number of programs held
+    clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, a number of programs held, or a MemoryTrigger
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
     sources: tuple[tuple[str, str], ...] = ()  # (name, where it came from: "--tpumem-json" or "ini tpumem_json")
 
@@ -559,7 +559,7 @@ def _absolute(path: str, base_dir: str) -> str:
 
 
 def unused_when_off(settings: Settings) -> list[str]:
-    """The flags given while the plugin is off that do nothing then (the fixtures use the leak
-    threshold and the target without --tpumem)."""
+    """The flags given while the plugin is off that do nothing then (the fixtures use
+    --tpumem-leak-threshold, --tpumem-leak-host, --tpumem-target and --tpumem-no-libtpu without --tpumem)."""
     used_by_fixtures = ("tpumem", "tpumem_leak_threshold", "tpumem_leak_host", "tpumem_target", "tpumem_no_libtpu")
     return [o.flag for o in OPTIONS if o.name in settings.given and o.name not in used_by_fixtures]

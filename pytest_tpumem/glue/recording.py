@@ -36,7 +36,8 @@ def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str
 def run_leak_check(item: pytest.Item, call: Callable[[], Any], session: Any, target: Any = None, **options: Any) -> Any:
     """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
     progress of ``session`` (the Measurer, where --tpumem is on; else None), files where a directory
-    is given, and the row recorded. ``options``: check_leaks' iterations, warmup, threshold and clear_caches."""
+    is given, and the row recorded. ``options``: check_leaks' own keywords (iterations, warmup,
+    threshold, clear_caches, host, confirm_cleared)."""
     profile_dir = item.config.stash[SETTINGS].profile_dir
     report = check_leaks(
         call,

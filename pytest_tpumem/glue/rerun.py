@@ -52,10 +52,11 @@ class _PerTest:
 
 
 class Reruns:
-    """``call`` wrapped for check_leaks: counts the runs, resets the log capture before each run
-    after the first, and turns an error of a later run into the not-re-runnable failure (via
-    ``failure()``, called by the caller in its except block). ``after_first`` is called once the
-    first run has returned or raised: the test's peak is measured on that run, as without a leak check."""
+    """``call`` wrapped for check_leaks: counts the runs, runs ``between`` (unittest's tearDown,
+    cleanups and setUp) and puts back what pytest keeps per test before each run after the first,
+    and says the not-re-runnable line for an error of a later run (``not_rerunnable()``, called by
+    the caller in its except block). ``after_first`` is called once the first run has returned or
+    raised: the test's peak is measured on that run, as without a leak check."""
 
     def __init__(
         self,
