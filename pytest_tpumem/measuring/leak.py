@@ -57,9 +57,10 @@ def settle(result: Any) -> None:
 
 
 def cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, int]:
-    """Collect the run's garbage and (``clear_caches``) clear jax's caches; with ``devices``, the
-    runtime's bytes in use per device (where it reports them: not on CPU) and host RSS just before
-    the caches were cleared, to tell what clearing freed. Cheap reads only: no live-array walk."""
+    """Collect the run's garbage, (``clear_caches``) clear jax's caches, and give freed heap back
+    to the OS (malloc_trim); where it clears them with ``devices``, the runtime's bytes in use per
+    device (where it reports them: not on CPU) and host RSS just before the caches were cleared, to
+    tell what clearing freed ({} otherwise). Cheap reads only: no live-array walk."""
     gc.collect()  # frees the run's cycles; what clear_caches drops is freed by reference counting
     before: dict[str, int] = {}
     if clear_caches:

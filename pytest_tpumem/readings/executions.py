@@ -16,7 +16,7 @@ Nothing is compiled again: compiled programs stay in jax's Python caches. A call
 40-70 us more while a watch is on, and nothing once it is off.
 
 Not seen: a program compiled ahead of time (``jit(f).lower(x).compile()``) and called again from
-its own C++ path, and pmap's. The sampler (decisions/peak.py) still sees what they leave alive.
+its own C++ path, and pmap's. The sampler (measuring/peak.py) still sees what they leave alive.
 
 Reading the bytes in use walks the live arrays (CPU) and costs about 0.75 us an array, so a reading
 is taken only once the programs and transfers since the last one could add at least ``floor``

@@ -1,4 +1,6 @@
-"""Host memory: RSS, the host high-water mark (VmHWM) and giving freed heap back to the OS."""
+"""Host memory: RSS, the C allocator's figures (mallinfo2), the host high-water mark (VmHWM),
+giving freed heap back to the OS, what a run left allocated by line (tracemalloc), and the
+runner's memory limit and OOM kills (its memory cgroups)."""
 
 from __future__ import annotations
 

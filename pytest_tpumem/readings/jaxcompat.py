@@ -5,8 +5,10 @@ installed jax lacks it, :func:`unavailable` says so (the summary prints it: "tpu
 programs unavailable on this jax: ...") and the code that would use it reports the gap in its
 result instead of dropping it silently. Checked on jax 0.10.2 and 0.11.2.
 
-Nothing here starts a backend; only :func:`unavailable` imports jax (the summary calls it once a
-measured test has run, after the suite configured jax).
+Nothing here starts a backend, and nothing imports jax at import time: each function imports
+what it uses when called. :func:`backends_started` and :func:`distributed_process` import nothing
+where jax is not imported already; :func:`unavailable` imports jax (readings.devices.backend_summary
+calls it once the backend is read, after the suite configured jax).
 """
 
 from __future__ import annotations
