@@ -124,7 +124,8 @@ class LeakSite:
     @property
     def accumulates(self) -> bool:
         """Arrays made in more than one run are still alive: they pile up. Arrays of one run only
-        are state the next run replaces (or a one-off), not growth."""
+        are state the next run replaces (or a one-off), not growth; with one run after the baseline,
+        what it left is taken as piling up (one run cannot show more)."""
         return self.runs > 1 or self.iterations == 1
 
 

@@ -31,7 +31,8 @@ class Selection:
     collected: frozenset[str] = frozenset()  # the tests collected, deselected ones included
     deselected: frozenset[str] = frozenset()  # of them, deselected
     narrowing: tuple[str, ...] = ()  # the options given that deselect: "-k 'test_b'", "--lf"
-    partial_files: str = ""  # why the run collected only some tests of a file: "test ids", "--lf" ("": it did not)
+    # why the run collected only some tests of a file: "test ids given as arguments", "--lf" ("": it did not)
+    partial_files: str = ""
 
 
 def _file(nodeid: str) -> str:
@@ -59,7 +60,7 @@ def kept(
 
 
 def kept_because(selection: Selection) -> str:
-    """What narrowed the run, in words ("" where nothing did)."""
+    """What narrowed the run, in words ("the paths it was given" where no option or test id did)."""
     parts = list(selection.narrowing)
     if selection.partial_files and selection.partial_files not in parts:
         parts.append(selection.partial_files)
