@@ -47,7 +47,8 @@ def change_line(change: Change, baseline: str = "the baseline") -> str:
 
 
 def _status(change: Change, foreign: bool) -> str:
-    """REGRESSED beyond the tolerance broken, improved, or "-" (within every tolerance, or none given)."""
+    """REGRESSED beyond the tolerance broken (against a baseline of another platform or device
+    kind: beyond it, not judged), improved, or "-" (within every tolerance, or none given)."""
     if change.regressed:
         return (
             f"beyond {change.regressed_beyond}, not judged"

@@ -95,7 +95,8 @@ REPORT_KEYS = (  # report_record's
 def report_record(line: Line) -> dict[str, Any]:
     """A test's line as the JSON report keeps it (docs/report-schema.md): its figures, the device
     memory and programs after it (what the session's picture draws), and a named test's
-    explanation; the keys of REPORT_KEYS (those after ``executables`` only where they say something)."""
+    explanation; the keys of REPORT_KEYS (``started`` only where it is false, and those after
+    ``executables`` only where they say something)."""
     record: dict[str, Any] = {
         "index": line.index,
         "outcome": line.outcome,
@@ -506,7 +507,8 @@ def _fixtures(session: Session) -> list[str]:
 
 def session_lines(session: Session, top: int) -> list[str]:
     """The summary: the session's memory from start to end per device, what only a runtime shows,
-    the tests that left the most behind and why, patterns across tests, the fixtures' memory."""
+    the tests that left the most behind and why, the tests named for host memory, patterns across
+    tests, the fixtures' memory. Where no backend started: a line saying so, then the host's lines."""
     if not _devices(session.last):
         n = len(session.lines)
         return [

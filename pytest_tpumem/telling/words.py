@@ -57,7 +57,7 @@ def table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def shown(rows: tuple[Any, ...] | list[Any], verbosity: int) -> list[Any]:
-    """How many rows of a list a failure shows: one under -q, every one kept otherwise."""
+    """The rows of a list a failure shows: the first under -q, every one otherwise."""
     return list(rows[:1]) if verbosity < 0 else list(rows)
 
 
