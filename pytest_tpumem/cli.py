@@ -30,7 +30,8 @@ def show(args: argparse.Namespace) -> int:
 
 
 def compare_reports(args: argparse.Namespace) -> int:
-    """NEW against the baseline OLD; 1 where a figure regressed beyond a tolerance."""
+    """NEW against the baseline OLD; 1 where a figure regressed beyond a tolerance, or where the
+    tolerances given compared no test (Comparison.failed)."""
     tolerances = parse_tolerances(args.fail, where="--fail")
     if args.fail and not tolerances:
         raise ToleranceError(f"--fail: {' '.join(map(repr, args.fail))} holds no tolerance; give one, e.g. peak:10%")

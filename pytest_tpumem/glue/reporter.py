@@ -229,7 +229,7 @@ class Reporter:
         return self.backend or next(iter(self.worker_backends.values()), None) or {}
 
     def platform(self) -> dict[str, Any]:
-        """The run's platform and device kind, as a report's context says them (None before the backend is read)."""
+        """The run's platform and device kind, as a report's context says them (each None before the backend is read)."""
         backend = self._any_backend()
         return {"platform": backend.get("backend"), "device_kind": backend.get("device_kind")}
 
@@ -271,8 +271,9 @@ class Reporter:
         }
 
     def _write_reports(self, session: pytest.Session) -> None:
-        """--tpumem-json and --tpumem-save, each written whole; under jax.distributed each process
-        writes its own file, named with its index."""
+        """--tpumem-json, --tpumem-save and --tpumem-html, each written whole; under jax.distributed
+        each process writes its own file, named with its index. A run cut short, or that measured
+        nothing, saves no baseline (the summary says why)."""
         paths = [p for p in (self.settings.json_path, self.settings.save_path) if p is not None]
         ledger = self.report().ledger
         # a ledger whose tests all ran before any jax backend started has host figures alone: no jax memory to keep
