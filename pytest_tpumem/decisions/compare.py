@@ -1,12 +1,13 @@
-"""A run against a baseline: each test's figures (``peak``, ``growth``) compared with the baseline's,
-and judged against tolerances such as ``peak:10%``, ``peak:50MB`` or ``growth:10MB``.
+"""A run against a baseline: each test's figures (``peak``, ``growth``, and the suite ledger's
+``residue`` and ``host_residue``) compared with the baseline's, and judged against tolerances such
+as ``peak:10%``, ``peak:50MB``, ``growth:10MB`` or ``residue:10MB``.
 
 A figure regresses when it grew beyond *any* tolerance given for it (as pytest-benchmark's
 ``--benchmark-compare-fail``): ``peak:10%`` fails 100MB -> 111MB, ``peak:50MB`` fails 100MB ->
 151MB. It improves when it fell by as much. A percentage judges only changes of at least
 defaults.COMPARE_FLOOR (1MB): 16 bytes more on a 100-byte test is not a memory regression.
-``growth`` takes sizes only: clean code grows by about 0 per iteration (+-0.5MB of host noise),
-so a percentage of it is noise. Without a tolerance for a figure, its changes are shown, never
+``growth``, ``residue`` and ``host_residue`` take sizes only: clean code grows by about 0 per
+iteration (+-0.5MB of host noise) and leaves about 0 behind, so a percentage of them is noise. Without a tolerance for a figure, its changes are shown, never
 judged; neither are those of a test that failed in the baseline (its figures were cut short). A
 baseline taken on another platform or device kind is not comparable: its figures are shown, and
 nothing is failed for them.
@@ -34,7 +35,7 @@ class ToleranceError(ValueError):
 
 @dataclass(frozen=True)
 class Tolerance:
-    figure: str  # "peak" or "growth"
+    figure: str  # one of FIGURES: "peak", "growth", "residue", "host_residue"
     amount: float  # a fraction (0.1 for 10%) where ``relative``, else bytes
     relative: bool
     text: str  # as written: "peak:10%"
@@ -50,7 +51,8 @@ class Tolerance:
 
 
 def parse_tolerance(text: Any, where: str = "--tpumem-compare-fail") -> Tolerance:
-    """``peak:10%``, ``peak:50MB``, ``growth:10MB`` (sizes as everywhere: MB, MiB, ...)."""
+    """``peak:10%``, ``peak:50MB``, ``growth:10MB``, ``residue:10MB``, ``host_residue:50MB`` (sizes as
+    everywhere: MB, MiB, ...; a percentage for ``peak`` only)."""
     raw = str(text).strip()
     figure, sep, amount = raw.partition(":")
     figure = figure.strip().lower()
@@ -116,7 +118,7 @@ class Change:
 
 def change_order(change: Change) -> tuple[int, int, int, str]:
     """How a comparison lists its changes: regressions, then improvements, then the changes no
-    tolerance judged; within each, figure by figure (peak, growth, residue), the largest change in
+    tolerance judged; within each, figure by figure (FIGURES' order), the largest change in
     bytes first (either way), then by test id. Not by percentage: +282% of 23kB of host noise is
     not listed above +41MB of peak."""
     status = 0 if change.regressed else 1 if change.improved else 2
