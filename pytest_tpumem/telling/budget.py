@@ -210,7 +210,8 @@ def row(r: BudgetResult) -> dict[str, Any]:
 
 
 def buffer_record(b: Buffer) -> dict[str, Any]:
-    """One of the largest arrays (or an upcast) of a test over its budget, as the report keeps it."""
+    """One of the largest arrays of a test over its budget, as the report keeps it (an upcast's
+    record is telling.upcast.upcast_record)."""
     return {
         "bytes": b.size,
         "shape": b.shape,
