@@ -1,5 +1,6 @@
-"""Error text every layer may need, with no layer of its own: a library error's first line, and
-how to get libtpu. (telling/ words everything else; readings/ and targets.py import only this.)"""
+"""Error text every layer may need, with no layer of its own: a library error's first line, how
+to get libtpu, and ReportError, for a report that cannot be used. (telling/ words everything else;
+readings/ and targets.py import only this.)"""
 
 from __future__ import annotations
 

@@ -462,7 +462,8 @@ class LedgerTests:
 @dataclass(frozen=True)
 class Report:
     """A run's report: its context (where and how it ran: docs/report-schema.md), every measured
-    test's entry by test id, and the contexts of the processes it was merged from."""
+    test's entry by test id, the contexts of the processes it was merged from, and the suite
+    ledger's part (LedgerTests), where it ran."""
 
     context: dict[str, Any]
     tests: dict[str, Entry]
