@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-# what a run imports is the point: each run is a new interpreter (tests/fresh.py)
-pytestmark = pytest.mark.interpreter
+# Where what a run imports is the point, its runs are new interpreters (tests/fresh.py): the tests
+# marked interpreter. The others' runs are forked, as elsewhere.
 
 CHECK_JAX = """
 import sys
@@ -43,6 +43,7 @@ OFF_MODULES = [
 ]
 
 
+@pytest.mark.interpreter
 def test_a_run_without_tpumem_loads_the_entry_modules_alone(pytester):
     pytester.makeconftest(
         """
@@ -95,6 +96,7 @@ def test_importing_every_module_of_the_package_imports_no_jax():
     assert heavy == "[]"
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("args, imported", [((), False), (("--tpumem",), True)])
 def test_jax_is_imported_only_when_switched_on(pytester, args, imported):
     pytester.makeconftest(CHECK_JAX)
@@ -114,6 +116,7 @@ def test_jax_is_imported_only_when_switched_on(pytester, args, imported):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("args", [(), ("-n", "2"), ("-q",)])
 def test_markers_while_the_plugin_is_off_are_said_once(pytester, args):
     """A CI job that lost --tpumem: its marked tests run unmeasured, and the run says so in one
@@ -219,6 +222,7 @@ def test_summary_worst_first_top_and_quiet(pytester):
     assert "= tpumem =" not in hidden.stdout.str()
 
 
+@pytest.mark.interpreter
 def test_xdist_rows_reach_the_controller(pytester):
     pytest.importorskip("xdist")
     over = SUITE.replace('"100MB")\ndef test_big', '"50MB")\ndef test_big')
