@@ -11,10 +11,12 @@ everything taken from a test id, a message or a report is escaped. Pure: data in
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
@@ -32,70 +34,13 @@ if TYPE_CHECKING:
 
 LEDGER_ROWS = 5000  # the suite ledger's table lists at most this many tests (the largest residues first)
 
-STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 40px;color:#1a1a1a}
-h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-h3{font-size:15px;margin:14px 0 6px}.muted{color:#666}.context p{margin:2px 0}
-.counts span{display:inline-block;margin:6px 6px 0 0;padding:3px 9px;border-radius:10px;background:#eee}
-.v-ok{color:#176f2c}.v-bad{color:#b00020;font-weight:600}.v-warn{color:#8a5a00;font-weight:600}
-table{border-collapse:collapse;margin:6px 0}th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-table.sortable th{cursor:pointer;user-select:none;background:#f6f6f6}
-th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-td.id{font-family:ui-monospace,monospace;font-size:12.5px;word-break:break-all}
-pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12.5px;max-height:480px;white-space:pre-wrap}
-details.test{border:1px solid #e3e3e3;border-radius:4px;margin:6px 0;padding:4px 10px}
-details.test>summary{cursor:pointer;font-family:ui-monospace,monospace;font-size:13px}
-.filters{margin:8px 0}.filters input{width:340px;padding:3px}.picture svg{max-width:100%;height:auto}
-"""
+# The page's style and script, package files beside this module (read once, when a page is made).
+STYLE, SCRIPT = "page.css", "page.js"
 
-SCRIPT = """
-(function(){
-  function key(cell, numeric){
-    var v = cell.getAttribute('data-value');
-    if (v === null) v = cell.textContent;
-    if (!numeric) return v.toLowerCase();
-    return v === '' ? -Infinity : Number(v);
-  }
-  document.querySelectorAll('table.sortable').forEach(function(table){
-    var heads = table.tHead.rows[0].cells;
-    Array.prototype.forEach.call(heads, function(th, col){
-      th.addEventListener('click', function(){
-        var numeric = th.classList.contains('n');
-        var dir = th.getAttribute('aria-sort') === 'descending' ? 'ascending' : 'descending';
-        if (!numeric && !th.hasAttribute('aria-sort')) dir = 'ascending';
-        Array.prototype.forEach.call(heads, function(h){ h.removeAttribute('aria-sort'); });
-        th.setAttribute('aria-sort', dir);
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows);
-        rows.sort(function(a, b){
-          var x = key(a.cells[col], numeric), y = key(b.cells[col], numeric);
-          var c = x < y ? -1 : x > y ? 1 : 0;
-          return dir === 'ascending' ? c : -c;
-        });
-        rows.forEach(function(r){ body.appendChild(r); });
-      });
-    });
-  });
-  var text = document.getElementById('filter'), verdict = document.getElementById('verdict');
-  function filter(){
-    var t = text.value.toLowerCase(), v = verdict.value, shown = 0;
-    var rows = document.querySelectorAll('#tests tbody tr');
-    rows.forEach(function(r){
-      var ok = (!t || r.getAttribute('data-test').toLowerCase().indexOf(t) >= 0) &&
-               (!v || r.getAttribute('data-verdict') === v);
-      r.hidden = !ok; if (ok) shown++;
-    });
-    document.getElementById('shown').textContent = shown + ' of ' + rows.length + ' shown';
-  }
-  if (text && verdict){ text.addEventListener('input', filter); verdict.addEventListener('change', filter); filter(); }
-  function openTarget(){  // a test's link opens its section
-    var id = location.hash.slice(1), d = id && document.getElementById(id);
-    if (d && d.tagName === 'DETAILS') d.open = true;
-  }
-  window.addEventListener('hashchange', openTarget); openTarget();
-})();
-"""
+
+@functools.cache
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def _e(value: Any) -> str:
@@ -581,7 +526,7 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         "script-src 'unsafe-inline'; img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
+        f"<title>{_e(title)}</title><style>{_asset(STYLE)}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         _context(report, sources),
         _counts(report),
@@ -602,5 +547,5 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
         f'<p class="muted">written by pytest-tpumem {_e(__version__)}; report schema version {report.version}</p>'
     )
     parts.append(f'<script type="application/json" id="tpumem-summary">{data}</script>')
-    parts.append(f"<script>{SCRIPT}</script></body></html>")
+    parts.append(f"<script>{_asset(SCRIPT)}</script></body></html>")
     return "\n".join(parts) + "\n"
