@@ -1,7 +1,8 @@
 """The suite ledger's measurements beyond its one reading a test: for a line at or over the
 threshold, what the arrays the test left are (by the line that made them), who keeps them (the
 failed test's traceback, fixtures of a wider scope, the test module's globals, by pytree path),
-what gc.collect() frees of them; and for a wider-scope fixture, what its value holds by path.
+what gc.collect() frees of them; for a wider-scope fixture, what its value holds by path; and for
+a test named for host memory, the numpy arrays it left alive and what keeps them (NumpyLooks).
 Explaining costs (a collection, a walk of values), so it is done only for those lines."""
 
 from __future__ import annotations
@@ -257,10 +258,11 @@ class HostExplanation:
 
 class NumpyLooks:
     """The numpy arrays of ``min_bytes`` or more seen alive at the last look (by weak reference:
-    a look keeps none alive). A look is taken when the first test starts and after each test the
-    ledger names for host memory; what a look finds that no look before saw is what the test, and
-    the tests since the last look, made and left alive. numpy keeps no record of where an array
-    was made: the line is told where tracemalloc traces."""
+    a look keeps none alive). A look is taken when the first test starts, after each test the
+    ledger names for host memory, and once after the last test where the run's host growth asks
+    for it (decisions.ledger.end_look_wanted); what a look finds that no look before saw is what
+    the test, and the tests since the last look, made and left alive. numpy keeps no record of
+    where an array was made: the line is told where tracemalloc traces."""
 
     def __init__(self, min_bytes: int):
         self.min_bytes = min_bytes
