@@ -18,7 +18,8 @@ HEAD = "  upcasts in the programs this test ran (narrow floats the code turned w
 
 
 def what(u: Upcast) -> str:
-    """``src/norm.py:19: float32 constant EPS_F32 (src/norm.py:9) promoted the add to f32, and with it the div``"""
+    """``src/norm.py:19: float32 constant EPS_F32 (src/norm.py:9) promoted the add of bf16 to f32, and with it
+    the div (f32[8,128])``"""
     w = u.root
     where = f"{w.line}" if w.line else "a line jax did not record"
     if u.times > 1:
