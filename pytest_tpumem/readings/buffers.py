@@ -204,7 +204,7 @@ _ROOT_TUPLE = re.compile(r"^\s*ROOT\s+%\S+ = \(.*\) tuple\((.*?)\)")
 
 
 def _root_tuple(lines: list[str]) -> set[str]:
-    """The instructions the entry computation's root tuple returns (its results), {} where its root is not a tuple."""
+    """The instructions the entry computation's root tuple returns (its results); none where its root is not a tuple."""
     for line in lines:
         if line.startswith("}"):
             break
