@@ -1,5 +1,6 @@
 """The arrays alive at one moment, to tell later which ones are new, and what each new one is: its
-bytes per device, shape, dtype, placement and the user's line that made it."""
+bytes (every device together), the devices it is on, its dtype and shape, and the user's line that
+made it."""
 
 from __future__ import annotations
 
