@@ -21,8 +21,10 @@ class MarkerError(ValueError):
 
 def max_hbm(limit: Any = None, *, target: Any = None) -> dict[str, Any]:
     """fail the test when its peak device memory on any local device exceeds limit ("20GB",
-    "1.5GiB", int bytes); with target ("v5e", "v6e:4x4", or --tpumem-target) the jitted programs
-    it runs are also compiled for that TPU and judged there (no limit: the chip's usable HBM)."""
+    "1.5GiB", int bytes): by default the memory the test itself uses, not what other tests left
+    (--tpumem-budget-counts); with target ("v5e", "v6e:4x4", or --tpumem-target) the programs it
+    runs are compiled for that TPU and judged there instead, the run's own figure only shown (no
+    limit: the chip's usable HBM)."""
     from ..targets import parse_target
 
     chosen = None if target is None else parse_target(target, what="target")
