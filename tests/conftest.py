@@ -1,4 +1,6 @@
+import importlib
 import os
+import pkgutil
 
 # Before any jax import: the CPU backend gets two devices, as a small multi-device host would, so
 # the per-device paths run. pytester's subprocesses inherit it.
@@ -14,6 +16,15 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 import jax  # noqa: F401
 import jax.numpy  # noqa: F401
 import optax  # noqa: F401
+
+# And the plugin's every module, for the same reason: a module first imported inside an in-process
+# run would be dropped after it and imported again by the next, its classes new ones that the
+# modules kept all along (telling.results' dispatch on a result's type) do not know.
+import pytest_tpumem  # noqa: E402
+
+for _module in pkgutil.walk_packages(pytest_tpumem.__path__, "pytest_tpumem."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
 
 collect_ignore = ["planted"]  # suites run inside pytester by test_leaks.py
 
