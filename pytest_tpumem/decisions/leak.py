@@ -272,11 +272,7 @@ class LeakReport:
         """Whether any series leaked (``leaking_series`` says which), or the compile cache grows."""
         return bool(self.leaking_series) or self.cache_grows
 
-    @property
-    def leaked(self) -> bool:
-        return self.leaking
-
-    failed = leaking
+    failed = leaking  # what every check's result says (BudgetResult.failed, TargetResult.failed, ...)
 
     @property
     def verdict(self) -> Verdict:

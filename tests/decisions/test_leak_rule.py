@@ -21,21 +21,21 @@ def report(*values, limit=None, iterations=None):
 
 
 def test_steady_leak_at_threshold_is_caught_in_three_iterations():
-    assert report(0, T, 2 * T, 3 * T).leaked
+    assert report(0, T, 2 * T, 3 * T).leaking
 
 
 def test_steady_leak_just_below_threshold_is_not():
-    assert not report(0, T - 1, 2 * (T - 1), 3 * (T - 1)).leaked
+    assert not report(0, T - 1, 2 * (T - 1), 3 * (T - 1)).leaking
 
 
 def test_one_off_allocation_is_not_a_leak():
-    assert not report(0, 5 * T, 5 * T, 5 * T).leaked  # a cache filled once, in iteration 1
-    assert not report(0, 0, 5 * T, 5 * T).leaked  # ... or in iteration 2
+    assert not report(0, 5 * T, 5 * T, 5 * T).leaking  # a cache filled once, in iteration 1
+    assert not report(0, 0, 5 * T, 5 * T).leaking  # ... or in iteration 2
 
 
 def test_noise_is_not_a_leak():
-    assert not report(0, 3 * MB, 1 * MB, 4 * MB).leaked
-    assert not report(10 * T, 10 * T + 50 * MB, 10 * T - 30 * MB, 10 * T + 20 * MB).leaked
+    assert not report(0, 3 * MB, 1 * MB, 4 * MB).leaking
+    assert not report(10 * T, 10 * T + 50 * MB, 10 * T - 30 * MB, 10 * T + 20 * MB).leaking
 
 
 def test_memory_that_goes_up_and_down_is_not_growth():
@@ -45,27 +45,27 @@ def test_memory_that_goes_up_and_down_is_not_growth():
     (s,) = r.series
     assert sorted(s.deltas)[2] > 20 * MB  # the lower median alone would call it 23.5 MB/iteration
     assert s.growth == int(25.2 * MB) // 5
-    assert not LeakReport(5, 1, 20 * MB, r.series).leaked
+    assert not LeakReport(5, 1, 20 * MB, r.series).leaking
 
 
 def test_growing_leak_is_caught():
-    assert report(0, T, 3 * T, 6 * T).leaked  # a list of tokens that grows each iteration
+    assert report(0, T, 3 * T, 6 * T).leaking  # a list of tokens that grows each iteration
 
 
 def test_two_iterations_need_both_to_grow():
-    assert not report(0, 3 * T, 3 * T).leaked
-    assert report(0, T, 2 * T).leaked
+    assert not report(0, 3 * T, 3 * T).leaking
+    assert report(0, T, 2 * T).leaking
 
 
 def test_single_iteration_decides_on_its_delta():
-    assert report(0, T).leaked
-    assert not report(0, T - 1).leaked
+    assert report(0, T).leaking
+    assert not report(0, T - 1).leaking
 
 
 def test_lower_median_with_four_iterations():
-    assert not report(0, T, 2 * T, 2 * T, 2 * T).leaked  # grew in 2 of 4: the lower median is 0
-    assert not report(0, T, 2 * T, 2 * T, 3 * T).leaked  # 3 of 4, but the mean is 0.75 T
-    assert report(0, T, 2 * T, 2 * T, 4 * T).leaked  # 3 of 4 and a mean of T
+    assert not report(0, T, 2 * T, 2 * T, 2 * T).leaking  # grew in 2 of 4: the lower median is 0
+    assert not report(0, T, 2 * T, 2 * T, 3 * T).leaking  # 3 of 4, but the mean is 0.75 T
+    assert report(0, T, 2 * T, 2 * T, 4 * T).leaking  # 3 of 4 and a mean of T
 
 
 def test_iterations_left_until_exhausted():
@@ -99,13 +99,13 @@ def test_check_leaks_without_pytest_catches_a_planted_leak_and_passes_its_twin()
         return jnp.ones((1_000_000,), jnp.float32).sum()
 
     leak = check_leaks(leaky, threshold="2MB")
-    assert leak.leaked
+    assert leak.leaking
     assert leak.worst.name == f"{jax.devices()[0].platform}:{jax.devices()[0].id} live arrays"
     assert leak.worst.growth == 4_000_000
-    assert not check_leaks(clean, threshold=2 * MB).leaked
+    assert not check_leaks(clean, threshold=2 * MB).leaking
     with pytest.raises(LeakError) as e:
         check_leaks(leaky, threshold=2 * MB, raise_on_leak=True)
-    assert e.value.report.leaked
+    assert e.value.report.leaking
     kept.clear()
 
 
@@ -361,7 +361,7 @@ def test_confirm_cleared_needs_caches_kept():
 
 def test_the_lower_median_of_four_even_where_the_mean_reaches_the_threshold():
     r = report(0, 0, 0, 2 * T, 4 * T)  # grew in 2 of 4 by 2T: the mean is T, the lower median 0
-    assert r.series[0].growth == 0 and not r.leaked
+    assert r.series[0].growth == 0 and not r.leaking
 
 
 def test_host_rss_is_judged_by_its_smallest_delta():
@@ -372,9 +372,9 @@ def test_host_rss_is_judged_by_its_smallest_delta():
 
 def test_the_confirming_runs_cap_the_growth():
     s = Series("host malloc", "host", (0, T, 2 * T, 3 * T), confirmation=(3 * T, 3 * T, 3 * T))
-    assert s.growth == 0 and not LeakReport(3, 1, T, (s,)).leaked
+    assert s.growth == 0 and not LeakReport(3, 1, T, (s,)).leaking
     grew = dataclasses.replace(s, confirmation=(3 * T, 4 * T, 5 * T))
-    assert grew.growth == T and LeakReport(3, 1, T, (grew,)).leaked
+    assert grew.growth == T and LeakReport(3, 1, T, (grew,)).leaking
 
 
 def test_each_series_is_judged_with_its_own_threshold_or_not_at_all():
@@ -384,7 +384,7 @@ def test_each_series_is_judged_with_its_own_threshold_or_not_at_all():
     assert LeakReport(3, 1, T, (host,), host=False).leaking_series == ()
     assert LeakReport(3, 1, T, (host,), host=T + 1).leaking_series == ()  # its own threshold, one byte over
     assert LeakReport(3, 1, T, (host,), host=T).leaking_series == (host,)
-    assert LeakReport(3, 1, T, (rss,)).threshold_for(rss) is None and not LeakReport(3, 1, T, (rss,)).leaked
+    assert LeakReport(3, 1, T, (rss,)).threshold_for(rss) is None and not LeakReport(3, 1, T, (rss,)).leaking
 
 
 def test_a_growth_read_off_the_devices_is_not_confirmed_and_one_of_the_host_alone_is():

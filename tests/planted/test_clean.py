@@ -94,7 +94,7 @@ def test_fixture_metrics_as_floats(leak_check):
         return out.sum()
 
     report = leak_check(step, iterations=3, threshold="10MB")
-    assert not report.leaked
+    assert not report.leaking
 
 
 class Recorder:
