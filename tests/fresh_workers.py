@@ -28,18 +28,10 @@ import sys
 import tempfile
 import traceback
 
+from fresh_launch import _exact
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCHER = os.path.join(HERE, "fresh_launch.py")
-
-
-def _exact(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            raise EOFError("the launcher went away")
-        data += chunk
-    return data
 
 
 def _worker(fds: list[int], request: dict, server_env: dict[str, str]) -> None:
@@ -97,9 +89,12 @@ def _handle(conn: socket.socket, server_env: dict[str, str]) -> None:
     try:
         head, fds, _, _ = socket.recv_fds(conn, 8, 3)
         if len(head) < 8:
-            head += _exact(conn, 8 - len(head))
-        request = json.loads(_exact(conn, int.from_bytes(head, "big")))
-    except (EOFError, OSError, ValueError):
+            head += _exact(conn, 8 - len(head)) or b""
+        body = _exact(conn, int.from_bytes(head, "big")) if len(head) == 8 else None
+        if body is None:
+            os._exit(1)  # the launcher went away
+        request = json.loads(body)
+    except (OSError, ValueError):
         os._exit(1)
     pid = os.fork()
     if pid == 0:
@@ -154,6 +149,7 @@ def start() -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(16)
+    # `keep` is held by this run alone (a pipe is not inherited across exec): the server ends when it does
     alive, keep = os.pipe()
     if os.fork() == 0:
         os.close(keep)
@@ -163,7 +159,6 @@ def start() -> None:
             os._exit(1)
     listener.close()
     os.close(alive)
-    os.set_inheritable(keep, False)  # held by this run alone: the server ends when it does
 
     plain = gateway_io.popen_args
 
