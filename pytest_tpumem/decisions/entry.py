@@ -222,12 +222,22 @@ def _wire(
     signed: bool = False,
     read: Any = None,
     write: Any = None,
+    omit_empty: bool = False,
     **default: Any,
 ) -> Any:
     """An Entry field that is a key of a report's test: its JSON kind, whether null is allowed,
     whether it is bytes (``signed``: that may be below 0, memory given back), how a value read is
-    made the field's (``read``) and the field's written (``write``)."""
-    meta = {"kind": kind, "null": null, "size": size, "signed": signed, "read": read, "write": write}
+    made the field's (``read``) and the field's written (``write``), or left out where empty
+    (``omit_empty``)."""
+    meta = {
+        "kind": kind,
+        "null": null,
+        "size": size,
+        "signed": signed,
+        "read": read,
+        "write": write,
+        "omit_empty": omit_empty,
+    }
     return field(metadata=meta, **default)
 
 
@@ -254,7 +264,7 @@ class Entry:
         _LIST, default=(), read=lambda v: tuple(v or ()), write=lambda v: [dict(c) for c in v]
     )
     # where it failed: pytest's text of why (its last FAILURE_CHARS characters); written only then
-    failure: str = _wire(_TEXT, default="")
+    failure: str = _wire(_TEXT, default="", omit_empty=True)
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, written back as read
 
     @classmethod
@@ -314,7 +324,7 @@ class Entry:
         out = {}
         for f in _WIRE:
             value, write = getattr(self, f.name), f.metadata["write"]
-            if f.name != "failure" or value:
+            if value or not f.metadata["omit_empty"]:
                 out[f.name] = write(value) if write else value
         return {**out, **self.extra}
 
