@@ -233,7 +233,7 @@ OPTIONS = (
         "tpumem",
         "switch pytest-tpumem on: enforce max_hbm and leak_check markers, print the summary",
         to_bool,
-        "enabled",
+        field_name="enabled",
     ),
     Option("tpumem_max_hbm", "default peak device-memory budget for every test, e.g. 16GB (a marker wins)", to_size),
     Option(
@@ -299,7 +299,7 @@ OPTIONS = (
         "write every measured test's figures and the run's context to this JSON file (docs/report-schema.md); "
         "under jax.distributed each process writes its own, named with its index",
         to_path,
-        "json_path",
+        field_name="json_path",
     ),
     Option(
         "tpumem_html",
@@ -307,7 +307,7 @@ OPTIONS = (
         "failure texts, leak sites and timelines, the baseline comparison and the suite ledger (opens offline, "
         "e.g. from a CI artifact; python -m pytest_tpumem html makes one from JSON reports)",
         to_path,
-        "html_path",
+        field_name="html_path",
     ),
     Option(
         "tpumem_save",
@@ -315,14 +315,14 @@ OPTIONS = (
         "a run narrowed by -k, -m, --deselect, --lf, test ids or paths replaces only the tests it ran; a run cut short "
         "keeps the last one",
         to_path,
-        "save_path",
+        field_name="save_path",
     ),
     Option(
         "tpumem_compare",
         "compare each test's peak, growth and residue with this baseline (from --tpumem-save); shown in the summary, "
         "enforced with --tpumem-compare-fail",
         to_path,
-        "compare_path",
+        field_name="compare_path",
     ),
     Option(
         "tpumem_compare_missing",
@@ -373,8 +373,8 @@ OPTIONS = (
         "worker's ledger.gw1.jsonl; without pytest's cache, $TMPDIR/pytest-tpumem-of-UID/ROOT/ledger.jsonl, ROOT "
         "named from the rootdir; off writes none)",
         to_ledger,
-        "ledger_path",
-        ".pytest_cache/d/tpumem/ledger.jsonl",
+        field_name="ledger_path",
+        shown=".pytest_cache/d/tpumem/ledger.jsonl",
     ),
     Option(
         "tpumem_tpu_chips",
