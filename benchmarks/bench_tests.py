@@ -95,8 +95,9 @@ def main() -> int:
         print(
             f"pair {i // 2 + 1}: after / before: wall {rows[i + 1][1] / rows[i][1]:.2f}, CPU {rows[i + 1][2] / rows[i][2]:.2f}"
         )
-    sums = [sum(r[k] for r in rows[j::2]) for j in (0, 1) for k in (1, 2)]
-    print(f"all pairs: after / before: wall {sums[2] / sums[0]:.2f}, CPU {sums[3] / sums[1]:.2f}")
+    before_runs, after_runs = rows[0::2], rows[1::2]
+    wall, cpu = (sum(r[k] for r in after_runs) / sum(r[k] for r in before_runs) for k in (1, 2))
+    print(f"all pairs: after / before: wall {wall:.2f}, CPU {cpu:.2f}")
     return 0
 
 
