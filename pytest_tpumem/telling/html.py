@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +21,11 @@ from .. import __version__
 from ..decisions.ledger import host_named, over, program_cost
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
+from . import budget, comparison, leak, oom, target
 from .comparison import change_line, context_lines, matching_lines
 from .ledger import host_lines, line_of_record
-from .markup import dict_of, esc, html_table, int_of, list_of, num_cell, size_text
-from .svg import leak_timeline, session_picture
+from .markup import dict_of, esc, html_table, int_of, list_of, num_cell, size_text, text_table
+from .svg import session_picture
 from .words import STAND_IN_NOTE, plural
 
 if TYPE_CHECKING:
@@ -47,56 +47,6 @@ def _verdict_class(verdict: str) -> str:
     if verdict == Verdict.OK.value:
         return "v-ok"
     return "v-warn" if verdict == Verdict.NOT_JUDGED.value else "v-bad"
-
-
-@dataclass(frozen=True)
-class _Series:
-    """A leak check's series as the report keeps it, in the shape telling.svg.leak_timeline draws."""
-
-    name: str
-    device: str
-    values: tuple[int, ...]
-    every: bool
-    growth: int
-    judged: bool = True  # its record's threshold is not null (host RSS beside the host's split, host=False)
-
-
-@dataclass(frozen=True)
-class _Timeline:
-    series: tuple[_Series, ...]
-    iterations: int
-    threshold: int
-    leaking_series: tuple[_Series, ...] = field(default=())
-
-    def threshold_for(self, series: _Series) -> int | None:
-        return self.threshold if series.judged else None
-
-
-def leak_picture(check: dict[str, Any], title: str) -> str:
-    """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
-    the record has no series to draw."""
-    series, leaking = [], []
-    for name, s in dict_of(check.get("series")).items():
-        values = list_of(dict_of(s).get("values"))
-        if not values or not all(int_of(v) is not None for v in values):
-            continue
-        one = _Series(
-            str(name),
-            str(s.get("device", "")),
-            tuple(values),
-            bool(s.get("every")),
-            int_of(s.get("growth")) or 0,
-            not s.get("shown_only") and ("threshold" not in s or int_of(s["threshold"]) is not None),
-        )
-        series.append(one)
-        if s.get("leaks"):
-            leaking.append(one)
-    threshold = int_of(check.get("threshold"))
-    if not series or threshold is None:
-        return ""
-    iterations = max(len(s.values) for s in series) - 1
-    series = [s for s in series if len(s.values) == iterations + 1]
-    return leak_timeline(_Timeline(tuple(series), iterations, threshold, tuple(leaking)), title)  # type: ignore[arg-type]
 
 
 def _context(report: Report, sources: Sequence[str]) -> str:
@@ -212,130 +162,36 @@ def _tests_table(report: Report, anchors: dict[str, str]) -> str:
     )
 
 
-def _buffers(title: str, buffers: list[Any]) -> str:
-    rows = []
-    for b in buffers:
-        b = dict_of(b)
-        rows.append((esc(size_text(b.get("bytes"))), esc(b.get("shape", "")), esc(b.get("text", ""))))
-    return f"<h3>{esc(title)}</h3>" + html_table(("bytes", "shape", "what, and where"), rows, (0,)) if rows else ""
-
-
-def _upcasts(records: list[Any]) -> str:
-    """A budget's or a target's upcasts: the line, the wide value, and what it is and costs."""
-    rows = [(esc(r.get("line") or ""), esc(r.get("shape", "")), esc(r.get("text", ""))) for r in map(dict_of, records)]
-    if not rows:
-        return ""
-    return "<h3>upcasts (narrow floats the code turned wide)</h3>" + html_table(
-        ("line", "wide value", "what it is, what it costs"), rows
-    )
+# Each check's part of a test's section, by the kind its record names ("check"): written in the
+# check's own module, beside its text and row.
+CHECKS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "budget": budget.html,
+    "peak": budget.html,
+    "target": target.html,
+    "leak": leak.html,
+    "oom": oom.html,
+    "baseline": comparison.regressed_html,
+}
 
 
 def _check(check: dict[str, Any], nodeid: str) -> str:
-    kind = str(check.get("check", ""))
-    out = []
-    rows: list[tuple[str, ...]]
-    if kind in ("budget", "peak"):
-        devices = dict_of(check.get("devices"))
-        rows = []
-        for label, d in devices.items():
-            d = dict_of(d)
-            witnesses = ", ".join(f"{k} {size_text(v)}" for k, v in dict_of(d.get("witnesses")).items())
-            rows.append(
-                (
-                    esc(label),
-                    esc(size_text(d.get("peak"))),
-                    esc(size_text(d.get("start"))),
-                    esc(d.get("witness", "")),
-                    esc(witnesses),
-                )
-            )
-        budget = (
-            f", budget {size_text(check.get('budget'))} ({check.get('budget_source')})" if check.get("budget") else ""
-        )
-        out.append(f"<h3>{esc(kind)}: {esc(check.get('verdict', ''))}{esc(budget)}</h3>")
-        if rows:
-            out.append(html_table(("device", "peak", "at start", "witness", "every witness"), rows, (1, 2)))
-        out.append(_upcasts(list_of(check.get("upcasts"))))
-        out.append(_buffers("largest arrays of the programs it ran", list_of(check.get("buffers"))))
-    elif kind == "leak":
-        growth = f"growth {size_text(check.get('growth'))}/iteration, threshold {size_text(check.get('threshold'))}"
-        out.append(
-            f"<h3>leak check: {esc(check.get('verdict', ''))}, {esc(growth)}, {esc(check.get('iterations'))} iterations</h3>"
-        )
-        picture = leak_picture(check, nodeid)
-        if picture:
-            out.append(f'<div class="picture timeline">{picture}</div>')
-        sites = [dict_of(s) for s in list_of(check.get("sites"))]
-        if sites:
-            rows = [
-                (
-                    esc(size_text(s.get("bytes"))),
-                    esc(s.get("arrays", "")),
-                    esc(s.get("runs", "")),  # of how many runs: a line whose arrays of every run are alive piles up
-                    esc(", ".join(map(str, list_of(s.get("shapes"))))),
-                    esc(s.get("site", "")),
-                )
-                for s in sites
-            ]
-            out.append(
-                "<h3>arrays alive after the last run, made after the warmup, by the line that made them</h3>"
-                + html_table(("bytes", "arrays", "of runs", "shapes", "made at"), rows, (0, 1, 2))
-            )
-        host = [dict_of(s) for s in list_of(check.get("host_sites"))]
-        if host:
-            rows = [
-                (esc(size_text(s.get("bytes"))), esc(s.get("allocations", "")), esc(s.get("site", ""))) for s in host
-            ]
-            out.append("<h3>host memory kept, by line</h3>" + html_table(("bytes", "allocations", "at"), rows, (0, 1)))
-        kept = [dict_of(k) for k in list_of(check.get("kept_programs"))]
-        if kept:
-            rows = [(esc(k.get("per_iteration", "")), esc(k.get("program", "")), esc(k.get("site", ""))) for k in kept]
-            out.append(
-                "<h3>programs compiled anew and kept every iteration</h3>"
-                + html_table(("per iteration", "program", "compiled at"), rows, (0,))
-            )
-    elif kind == "target":
-        rows = [
-            (
-                esc(p.get("program", "")),
-                esc(size_text(p.get("need"))),
-                esc(p.get("source") or ""),
-                esc(p.get("not_judged") or ""),
-            )
-            for p in map(dict_of, list_of(check.get("programs")))
-        ]
-        out.append(
-            f"<h3>TPU target {esc(check.get('target', ''))}: {esc(check.get('verdict', ''))}, budget {esc(size_text(check.get('budget')))}</h3>"
-        )
-        if rows:
-            out.append(html_table(("program", "needs", "source", "not judged"), rows, (1,)))
-        out.append(_upcasts(list_of(check.get("upcasts"))))
-    elif kind == "oom":
-        out.append(f"<h3>out of memory</h3><pre>{esc(check.get('error', ''))}</pre>")
-    elif kind == "baseline":
-        changes = ", ".join(
-            f"{c.get('figure')} {size_text(c.get('old'))} to {size_text(c.get('new'))} beyond {c.get('beyond')}"
-            for c in map(dict_of, list_of(check.get("changes")))
-        )
-        out.append(f"<h3>against the baseline: regressed</h3><p>{esc(changes)}</p>")
-    return "".join(out)
+    told = CHECKS.get(str(check.get("check", "")))
+    return told(check, nodeid) if told else ""
 
 
 def _explanation(line: dict[str, Any]) -> str:
     """A ledger line's explanation: what the test made that is still alive, and who keeps it."""
-    out = []
-    rows: list[tuple[str, ...]]
-    made = [dict_of(m) for m in list_of(line.get("made"))]
-    if made:
-        rows = [
-            (esc(size_text(m.get("bytes"))), esc(m.get("arrays", "")), esc(m.get("shape", "")), esc(m.get("site", "")))
-            for m in made
-        ]
-        out.append(html_table(("bytes", "arrays", "shape", "made at"), rows, (0, 1)))
-    held = [dict_of(h) for h in list_of(line.get("held"))]
-    if held:
-        rows = [(esc(size_text(h.get("bytes"))), esc(h.get("by", "")), esc(h.get("path", ""))) for h in held]
-        out.append(html_table(("bytes", "kept by", "path"), rows, (0,)))
+    made = [
+        (size_text(m.get("bytes")), m.get("arrays", ""), m.get("shape", ""), m.get("site", ""))
+        for m in map(dict_of, list_of(line.get("made")))
+    ]
+    held = [
+        (size_text(h.get("bytes")), h.get("by", ""), h.get("path", "")) for h in map(dict_of, list_of(line.get("held")))
+    ]
+    out = [
+        text_table(("bytes", "arrays", "shape", "made at"), made, (0, 1)),
+        text_table(("bytes", "kept by", "path"), held, (0,)),
+    ]
     for key, words in (("traceback", "kept by its failure's traceback"), ("collected", "freed by gc.collect()")):
         if int_of(line.get(key)):
             out.append(f"<p>{esc(words)}: {esc(size_text(line.get(key)))}</p>")

@@ -4,7 +4,7 @@ checked only where a gate needs it), sizes and tables."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -52,3 +52,13 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Se
         for r in rows
     )
     return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def text_table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = (), title: str = ""
+) -> str:
+    """A table of text cells (escaped here) under its title, where it has one; "" where it has no row."""
+    cells = [tuple(map(esc, r)) for r in rows]
+    if not cells:
+        return ""
+    return (f"<h3>{esc(title)}</h3>" if title else "") + html_table(header, cells, numeric)
