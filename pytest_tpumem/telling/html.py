@@ -30,7 +30,7 @@ from .words import STAND_IN_NOTE, plural
 
 if TYPE_CHECKING:
     from ..decisions.compare import Comparison
-    from ..decisions.entry import Entry, Report
+    from ..decisions.entry import Entry, LedgerTests, Report
 
 LEDGER_ROWS = 5000  # the suite ledger's table lists at most this many tests (the largest residues first)
 
@@ -225,7 +225,7 @@ def _test_details(nodeid: str, entry: Entry, anchor: str, ledger_line: dict[str,
     return "".join(out)
 
 
-def _host_named(ledger: Any, lines: dict[str, dict[str, Any]]) -> list[str]:
+def _host_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
     """The tests named for the host memory they grew, the most first, each with why (telling.ledger.host_lines)."""
     parsed = {t: line_of_record(t, line) for t, line in lines.items()}
     named = sorted(
@@ -252,40 +252,60 @@ def _ledger(report: Report) -> str:
     ledger = report.ledger
     if ledger is None:
         return ""
-
+    lines = {t: dict_of(line) for t, line in ledger.tests.items()}
     out = [
         "<h2 id=ledger>The suite ledger</h2>",
         f"<p>What each test left behind after its teardown: the bytes of the arrays it made that are still alive "
         f"(residue). A test is named at {esc(format_size(ledger.threshold))} or more (--tpumem-residue), less what "
         "only a failed test's traceback keeps.</p>",
     ]
-    for crash in ledger.crashed:
-        crash = dict_of(crash)
+    out += _crashes(ledger)
+    out += _pictures(ledger, lines)
+    out += _left_named(ledger, lines)
+    out += _host_named(ledger, lines)
+    out.append(_ledger_table(lines))
+    return "".join(out)
+
+
+def _crashes(ledger: LedgerTests) -> list[str]:
+    out = []
+    for crash in map(dict_of, ledger.crashed):
         said = "\n".join(map(str, list_of(crash.get("said"))))
         out.append(
             f'<h3 class="v-bad">worker {esc(crash.get("worker", "?"))} crashed in {esc(crash.get("test", "?"))}</h3><pre>{esc(said)}</pre>'
         )
-    lines = {t: dict_of(line) for t, line in ledger.tests.items()}
+    return out
+
+
+def _session_record(test: str, line: dict[str, Any]) -> dict[str, Any] | None:
+    """A ledger line as telling.svg.session_picture draws it; None where it has nothing to draw."""
+    devices = dict_of(line.get("devices"))
+    host = {k: v for k, v in dict_of(line.get("host")).items() if k in ("rss", "grew") and int_of(v) is not None}
+    host["backend_started"] = dict_of(line.get("host")).get("backend_started") is True
+    drawn = devices or "rss" in host
+    if int_of(line.get("index")) is None or not drawn or not all(int_of(v) is not None for v in devices.values()):
+        return None
+    return {
+        "test": test,
+        "index": line["index"],
+        "started": line.get("started") is not False,
+        "devices": devices,
+        "change": dict_of(line.get("change")),
+        "left": int_of(line.get("left")) or 0,
+        "executables": int_of(line.get("executables")),
+        "host": host,
+    }
+
+
+def _pictures(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The session's picture, one per pytest-xdist worker."""
     by_worker: dict[str, list[dict[str, Any]]] = {}
     for test, line in lines.items():
-        devices = dict_of(line.get("devices"))
-        host = {k: v for k, v in dict_of(line.get("host")).items() if k in ("rss", "grew") and int_of(v) is not None}
-        host["backend_started"] = dict_of(line.get("host")).get("backend_started") is True
-        drawn = devices or "rss" in host
-        if int_of(line.get("index")) is not None and drawn and all(int_of(v) is not None for v in devices.values()):
-            executables = int_of(line.get("executables"))
-            record = {
-                "test": test,
-                "index": line["index"],
-                "started": line.get("started") is not False,
-                "devices": devices,
-                "change": dict_of(line.get("change")),
-                "left": int_of(line.get("left")) or 0,
-                "executables": executables,
-                "host": host,
-            }
+        record = _session_record(test, line)
+        if record is not None:
             by_worker.setdefault(str(line.get("worker") or ""), []).append(record)
     stand_in = any(line.get("stand_in") for line in lines.values())
+    out = []
     for worker, records in sorted(by_worker.items()):
         title = f"pytest-tpumem ledger: {plural(len(records), 'test')}" + (
             f" (pytest-xdist worker {worker})" if worker else ""
@@ -293,30 +313,36 @@ def _ledger(report: Report) -> str:
         count = max(r["index"] for r in records)
         picture = session_picture(records, count, ledger.threshold, title, stand_in, None, ledger.host_threshold)
         out.append(f'<div class="picture session">{picture}</div>')
+    return out
+
+
+def _left_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The tests named for what they left, the most first, each with its explanation."""
     named = sorted(
         ((t, line) for t, line in lines.items() if over(int_of(line.get("left")) or 0, ledger.threshold)),
         key=lambda i: (-(int_of(i[1].get("left")) or 0), i[0]),
     )
-    if named:
+    if not named:
+        return []
+    out = [f"<h3>named: {plural(len(named), 'test')} that left {esc(format_size(ledger.threshold))} or more</h3>"]
+    for test, line in named:
         out.append(
-            f"<h3>named: {plural(len(named), 'test')} that left {esc(format_size(ledger.threshold))} or more</h3>"
+            f'<details class="test" open><summary>{esc(test)}: left {esc(size_text(line.get("left")))}</summary>{_explanation(line)}</details>'
         )
-        for test, line in named:
-            out.append(
-                f'<details class="test" open><summary>{esc(test)}: left {esc(size_text(line.get("left")))}</summary>{_explanation(line)}</details>'
-            )
-    out += _host_named(ledger, lines)
+    return out
+
+
+def _ledger_table(lines: dict[str, dict[str, Any]]) -> str:
+    """Every test the ledger read, the largest residues first, at most LEDGER_ROWS of them."""
     ordered = sorted(lines.items(), key=lambda i: (-(int_of(i[1].get("residue")) or 0), i[0]))
     rows = []
     for test, line in ordered[:LEDGER_ROWS]:
+        compiled = int_of(line.get("compiled"))
         rows.append(
             f'<tr><td class="id">{esc(test)}</td><td>{esc(line.get("outcome") or "-")}</td>'
             + num_cell(line.get("residue"))
             + num_cell(line.get("left"))
-            + num_cell(
-                line.get("compiled"),
-                str(int_of(line.get("compiled")) if int_of(line.get("compiled")) is not None else "-"),
-            )
+            + num_cell(compiled, "-" if compiled is None else str(compiled))
             + num_cell(dict_of(line.get("host")).get("grew"))
             + f"<td>{esc(line.get('worker') or '-')}</td></tr>"
         )
@@ -326,10 +352,7 @@ def _ledger(report: Report) -> str:
         else ""
     )
     heads = '<th>test</th><th>outcome</th><th class="n">residue</th><th class="n">left</th><th class="n">programs compiled</th><th class="n">host grew</th><th>worker</th>'
-    out.append(
-        f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
-    return "".join(out)
+    return f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 def page(report: Report, comparison: Comparison | None = None, baseline: str = "", sources: Sequence[str] = ()) -> str:
