@@ -1,5 +1,6 @@
 """A budget on the run's own devices, told: the failure text, the report section and the row of a
-``decisions.budget.BudgetResult`` (and the peak lines an out-of-memory reuses)."""
+``decisions.budget.BudgetResult`` (and the peak lines an out-of-memory reuses), and that row on the
+run's page."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import format_apart, format_size
-from .upcast import HEAD, compilers_own_line, upcast_line, upcast_record
+from .markup import dict_of, esc, list_of, size_text, text_table
+from .upcast import HEAD, compilers_own_line, upcast_line, upcast_record, upcasts_html
 from .words import STAND_IN_NOTE, files_lines, plural, shown
 
 if TYPE_CHECKING:  # for the reader and type checkers only: no import at run time
@@ -221,3 +223,25 @@ def buffer_record(b: Buffer) -> dict[str, Any]:
         "source": b.source or None,
         "text": buffer_line(b).strip(),
     }
+
+
+def html(check: dict[str, Any], nodeid: str) -> str:
+    """A budget's (or a peak's) part of its test's section on the run's page (telling.html), from
+    its record: the peak per device with its witnesses, the upcasts and the largest arrays."""
+    budget = f", budget {size_text(check.get('budget'))} ({check.get('budget_source')})" if check.get("budget") else ""
+    devices = [_device_cells(label, dict_of(d)) for label, d in dict_of(check.get("devices")).items()]
+    buffers = [
+        (size_text(b.get("bytes")), b.get("shape", ""), b.get("text", ""))
+        for b in map(dict_of, list_of(check.get("buffers")))
+    ]
+    return (
+        f"<h3>{esc(check.get('check', ''))}: {esc(check.get('verdict', ''))}{esc(budget)}</h3>"
+        + text_table(("device", "peak", "at start", "witness", "every witness"), devices, (1, 2))
+        + upcasts_html(list_of(check.get("upcasts")))
+        + text_table(("bytes", "shape", "what, and where"), buffers, (0,), "largest arrays of the programs it ran")
+    )
+
+
+def _device_cells(label: str, d: dict[str, Any]) -> tuple[Any, ...]:
+    witnesses = ", ".join(f"{k} {size_text(v)}" for k, v in dict_of(d.get("witnesses")).items())
+    return (label, size_text(d.get("peak")), size_text(d.get("start")), d.get("witness", ""), witnesses)

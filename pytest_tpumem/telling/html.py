@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from html import escape
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +21,16 @@ from .. import __version__
 from ..decisions.ledger import host_named, over, program_cost
 from ..decisions.verdict import Verdict, rank_of
 from ..units import format_size
+from . import budget, comparison, leak, oom, target
 from .comparison import change_line, context_lines, matching_lines
 from .ledger import host_lines, line_of_record
-from .svg import leak_timeline, session_picture
-from .words import STAND_IN_NOTE, escaped, plural
+from .markup import dict_of, esc, html_table, int_of, list_of, num_cell, size_text, text_table
+from .svg import session_picture
+from .words import STAND_IN_NOTE, plural
 
 if TYPE_CHECKING:
     from ..decisions.compare import Comparison
-    from ..decisions.entry import Entry, Report
+    from ..decisions.entry import Entry, LedgerTests, Report
 
 LEDGER_ROWS = 5000  # the suite ledger's table lists at most this many tests (the largest residues first)
 
@@ -43,100 +43,10 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def _e(value: Any) -> str:
-    """Text for the page: escaped as markup, and its control characters and lone surrogates as
-    words.escaped writes them (a test file's name that is not UTF-8 would leave the page
-    unwritable; an ESC is shown, not dropped), its line breaks and tabs kept (a failure's text)."""
-    return escape(escaped(str(value), keep="\t\n\r"), quote=True)
-
-
-def _int(value: Any) -> int | None:
-    """A whole number from a report, or None (a report is read back checked only where a gate needs it)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _size(value: Any) -> str:
-    n = _int(value)
-    return "-" if n is None else format_size(n)
-
-
-def _num_cell(value: Any, text: str | None = None) -> str:
-    n = _int(value)
-    return f'<td class="n" data-value="{"" if n is None else n}">{_e(text if text is not None else _size(n))}</td>'
-
-
 def _verdict_class(verdict: str) -> str:
     if verdict == Verdict.OK.value:
         return "v-ok"
     return "v-warn" if verdict == Verdict.NOT_JUDGED.value else "v-bad"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = (), cls: str = "") -> str:
-    """A table of already-escaped cells; the columns in ``numeric`` right-aligned."""
-    heads = "".join(f"<th{' class=n' if i in numeric else ''}>{_e(h)}</th>" for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table{f' class={cls}' if cls else ''}><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
-
-
-@dataclass(frozen=True)
-class _Series:
-    """A leak check's series as the report keeps it, in the shape telling.svg.leak_timeline draws."""
-
-    name: str
-    device: str
-    values: tuple[int, ...]
-    every: bool
-    growth: int
-    judged: bool = True  # its record's threshold is not null (host RSS beside the host's split, host=False)
-
-
-@dataclass(frozen=True)
-class _Timeline:
-    series: tuple[_Series, ...]
-    iterations: int
-    threshold: int
-    leaking_series: tuple[_Series, ...] = field(default=())
-
-    def threshold_for(self, series: _Series) -> int | None:
-        return self.threshold if series.judged else None
-
-
-def leak_picture(check: dict[str, Any], title: str) -> str:
-    """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
-    the record has no series to draw."""
-    series, leaking = [], []
-    for name, s in _dict(check.get("series")).items():
-        values = _list(_dict(s).get("values"))
-        if not values or not all(_int(v) is not None for v in values):
-            continue
-        one = _Series(
-            str(name),
-            str(s.get("device", "")),
-            tuple(values),
-            bool(s.get("every")),
-            _int(s.get("growth")) or 0,
-            not s.get("shown_only") and ("threshold" not in s or _int(s["threshold"]) is not None),
-        )
-        series.append(one)
-        if s.get("leaks"):
-            leaking.append(one)
-    threshold = _int(check.get("threshold"))
-    if not series or threshold is None:
-        return ""
-    iterations = max(len(s.values) for s in series) - 1
-    series = [s for s in series if len(s.values) == iterations + 1]
-    return leak_timeline(_Timeline(tuple(series), iterations, threshold, tuple(leaking)), title)  # type: ignore[arg-type]
 
 
 def _context(report: Report, sources: Sequence[str]) -> str:
@@ -148,12 +58,12 @@ def _context(report: Report, sources: Sequence[str]) -> str:
         lines.append(f"rootdir {context['rootdir']}")
     if context.get("stand_in"):
         lines.append(f"CPU stand-in: {STAND_IN_NOTE}")
-    limit = _int(context.get("bytes_limit"))
+    limit = int_of(context.get("bytes_limit"))
     if limit is not None:
         lines.append(f"bytes_limit {format_size(limit)} per device")
     if sources:
         lines.append("read from " + ", ".join(sources))
-    return '<div class="context">' + "".join(f"<p>{_e(line)}</p>" for line in lines) + "</div>"
+    return '<div class="context">' + "".join(f"<p>{esc(line)}</p>" for line in lines) + "</div>"
 
 
 def _counts(report: Report) -> str:
@@ -162,13 +72,13 @@ def _counts(report: Report) -> str:
         verdicts[entry.verdict.value] = verdicts.get(entry.verdict.value, 0) + 1
     chips = [f"<span>{report.measured} measured</span>"]
     for v in sorted(verdicts, key=rank_of):
-        chips.append(f'<span class="{_verdict_class(v)}">{verdicts[v]} {_e(v)}</span>')
+        chips.append(f'<span class="{_verdict_class(v)}">{verdicts[v]} {esc(v)}</span>')
     ledger = report.ledger
     if ledger is not None:
-        named = sum(1 for line in ledger.tests.values() if over(_int(line.get("left")) or 0, ledger.threshold))
+        named = sum(1 for line in ledger.tests.values() if over(int_of(line.get("left")) or 0, ledger.threshold))
         chips.append(f"<span>{plural(len(ledger.tests), 'test')} in the suite ledger</span>")
         chips.append(
-            f'<span class="{"v-bad" if named else "v-ok"}">{named} left {_e(format_size(ledger.threshold))} or more</span>'
+            f'<span class="{"v-bad" if named else "v-ok"}">{named} left {esc(format_size(ledger.threshold))} or more</span>'
         )
         if ledger.crashed:
             chips.append(f'<span class="v-bad">{plural(len(ledger.crashed), "worker")} crashed</span>')
@@ -176,29 +86,29 @@ def _counts(report: Report) -> str:
 
 
 def _comparison(comparison: Comparison, baseline: str) -> str:
-    out = [f"<h2 id=comparison>Against the baseline {_e(baseline)}</h2>"]
+    out = [f"<h2 id=comparison>Against the baseline {esc(baseline)}</h2>"]
     if comparison.foreign:
         out.append(
-            f'<p class="v-warn">{_e(baseline)} is not comparable: {_e(comparison.foreign)}; changes are shown, none fails</p>'
+            f'<p class="v-warn">{esc(baseline)} is not comparable: {esc(comparison.foreign)}; changes are shown, none fails</p>'
         )
-    out += [f'<p class="v-bad">{_e(line)}</p>' for line in matching_lines(comparison, baseline)]
+    out += [f'<p class="v-bad">{esc(line)}</p>' for line in matching_lines(comparison, baseline)]
     rows = []
     for c in comparison.changes:  # in decisions.compare.change_order: regressions first
         status = f"regressed beyond {c.regressed_beyond}" if c.regressed else "improved" if c.improved else "-"
         delta = c.new - c.old
         rows.append(
             (
-                f'<span class="{"v-bad" if c.regressed else "v-ok" if c.improved else ""}">{_e(status)}</span>',
-                _e(c.figure),
-                _e(format_size(c.old)),
-                _e(format_size(c.new)),
-                _e("-" if c.percent is None else f"{c.percent:+.1f}%"),
-                _e(("+" if delta >= 0 else "-") + format_size(abs(delta))),
-                f'<span class="id" title="{_e(change_line(c, baseline))}">{_e(c.nodeid)}</span>',
+                f'<span class="{"v-bad" if c.regressed else "v-ok" if c.improved else ""}">{esc(status)}</span>',
+                esc(c.figure),
+                esc(format_size(c.old)),
+                esc(format_size(c.new)),
+                esc("-" if c.percent is None else f"{c.percent:+.1f}%"),
+                esc(("+" if delta >= 0 else "-") + format_size(abs(delta))),
+                f'<span class="id" title="{esc(change_line(c, baseline))}">{esc(c.nodeid)}</span>',
             )
         )
     if rows:
-        out.append(_table(("judged", "figure", "old", "new", "change", "bytes", "test"), rows, (2, 3, 4, 5)))
+        out.append(html_table(("judged", "figure", "old", "new", "change", "bytes", "test"), rows, (2, 3, 4, 5)))
     else:
         out.append("<p>no figure changed</p>")
     for title, ids in (
@@ -207,8 +117,8 @@ def _comparison(comparison: Comparison, baseline: str) -> str:
     ):
         if ids:
             out.append(
-                f"<h3>{_e(title)} ({len(ids)})</h3><ul>"
-                + "".join(f"<li><code>{_e(i)}</code></li>" for i in ids)
+                f"<h3>{esc(title)} ({len(ids)})</h3><ul>"
+                + "".join(f"<li><code>{esc(i)}</code></li>" for i in ids)
                 + "</ul>"
             )
     return "".join(out)
@@ -217,13 +127,13 @@ def _comparison(comparison: Comparison, baseline: str) -> str:
 def _residues(report: Report) -> dict[str, int]:
     if report.ledger is None:
         return {}
-    return {t: r for t, line in report.ledger.tests.items() if (r := _int(line.get("residue"))) is not None}
+    return {t: r for t, line in report.ledger.tests.items() if (r := int_of(line.get("residue"))) is not None}
 
 
 def _tests_table(report: Report, anchors: dict[str, str]) -> str:
     residues = _residues(report)
     verdicts = sorted({e.verdict.value for e in report.tests.values()}, key=rank_of)
-    options = '<option value="">every verdict</option>' + "".join(f"<option>{_e(v)}</option>" for v in verdicts)
+    options = '<option value="">every verdict</option>' + "".join(f"<option>{esc(v)}</option>" for v in verdicts)
     filters = (
         '<div class="filters"><input id="filter" type="search" placeholder="filter by test id" aria-label="filter by test id"> '
         f'<select id="verdict" aria-label="verdict">{options}</select> <span id="shown" class="muted"></span></div>'
@@ -235,16 +145,16 @@ def _tests_table(report: Report, anchors: dict[str, str]) -> str:
     for nodeid, e in sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0])):
         v = e.verdict.value
         rows.append(
-            f'<tr data-test="{_e(nodeid)}" data-verdict="{_e(v)}">'
-            f'<td class="id"><a href="#{anchors[nodeid]}">{_e(nodeid)}</a></td>'
-            f'<td data-value="{rank_of(v)}" class="{_verdict_class(v)}">{_e(v)}</td>'
-            f"<td>{_e(e.outcome or '-')}</td>"
-            + _num_cell(e.peak)
-            + _num_cell(e.budget)
-            + _num_cell(e.growth)
-            + _num_cell(e.threshold)
-            + _num_cell(residues.get(nodeid))
-            + f"<td>{_e(e.witness or '-')}</td></tr>"
+            f'<tr data-test="{esc(nodeid)}" data-verdict="{esc(v)}">'
+            f'<td class="id"><a href="#{anchors[nodeid]}">{esc(nodeid)}</a></td>'
+            f'<td data-value="{rank_of(v)}" class="{_verdict_class(v)}">{esc(v)}</td>'
+            f"<td>{esc(e.outcome or '-')}</td>"
+            + num_cell(e.peak)
+            + num_cell(e.budget)
+            + num_cell(e.growth)
+            + num_cell(e.threshold)
+            + num_cell(residues.get(nodeid))
+            + f"<td>{esc(e.witness or '-')}</td></tr>"
         )
     return (
         filters
@@ -252,129 +162,39 @@ def _tests_table(report: Report, anchors: dict[str, str]) -> str:
     )
 
 
-def _buffers(title: str, buffers: list[Any]) -> str:
-    rows = []
-    for b in buffers:
-        b = _dict(b)
-        rows.append((_e(_size(b.get("bytes"))), _e(b.get("shape", "")), _e(b.get("text", ""))))
-    return f"<h3>{_e(title)}</h3>" + _table(("bytes", "shape", "what, and where"), rows, (0,)) if rows else ""
-
-
-def _upcasts(records: list[Any]) -> str:
-    """A budget's or a target's upcasts: the line, the wide value, and what it is and costs."""
-    rows = [(_e(r.get("line") or ""), _e(r.get("shape", "")), _e(r.get("text", ""))) for r in map(_dict, records)]
-    if not rows:
-        return ""
-    return "<h3>upcasts (narrow floats the code turned wide)</h3>" + _table(
-        ("line", "wide value", "what it is, what it costs"), rows
-    )
+# Each check's part of a test's section, by the kind its record names ("check"): written in the
+# check's own module, beside its text and row.
+CHECKS: dict[str, Callable[[dict[str, Any], str], str]] = {
+    "budget": budget.html,
+    "peak": budget.html,
+    "target": target.html,
+    "leak": leak.html,
+    "oom": oom.html,
+    "baseline": comparison.regressed_html,
+}
 
 
 def _check(check: dict[str, Any], nodeid: str) -> str:
-    kind = str(check.get("check", ""))
-    out = []
-    rows: list[tuple[str, ...]]
-    if kind in ("budget", "peak"):
-        devices = _dict(check.get("devices"))
-        rows = []
-        for label, d in devices.items():
-            d = _dict(d)
-            witnesses = ", ".join(f"{k} {_size(v)}" for k, v in _dict(d.get("witnesses")).items())
-            rows.append(
-                (
-                    _e(label),
-                    _e(_size(d.get("peak"))),
-                    _e(_size(d.get("start"))),
-                    _e(d.get("witness", "")),
-                    _e(witnesses),
-                )
-            )
-        budget = f", budget {_size(check.get('budget'))} ({check.get('budget_source')})" if check.get("budget") else ""
-        out.append(f"<h3>{_e(kind)}: {_e(check.get('verdict', ''))}{_e(budget)}</h3>")
-        if rows:
-            out.append(_table(("device", "peak", "at start", "witness", "every witness"), rows, (1, 2)))
-        out.append(_upcasts(_list(check.get("upcasts"))))
-        out.append(_buffers("largest arrays of the programs it ran", _list(check.get("buffers"))))
-    elif kind == "leak":
-        growth = f"growth {_size(check.get('growth'))}/iteration, threshold {_size(check.get('threshold'))}"
-        out.append(
-            f"<h3>leak check: {_e(check.get('verdict', ''))}, {_e(growth)}, {_e(check.get('iterations'))} iterations</h3>"
-        )
-        picture = leak_picture(check, nodeid)
-        if picture:
-            out.append(f'<div class="picture timeline">{picture}</div>')
-        sites = [_dict(s) for s in _list(check.get("sites"))]
-        if sites:
-            rows = [
-                (
-                    _e(_size(s.get("bytes"))),
-                    _e(s.get("arrays", "")),
-                    _e(s.get("runs", "")),  # of how many runs: a line whose arrays of every run are alive piles up
-                    _e(", ".join(map(str, _list(s.get("shapes"))))),
-                    _e(s.get("site", "")),
-                )
-                for s in sites
-            ]
-            out.append(
-                "<h3>arrays alive after the last run, made after the warmup, by the line that made them</h3>"
-                + _table(("bytes", "arrays", "of runs", "shapes", "made at"), rows, (0, 1, 2))
-            )
-        host = [_dict(s) for s in _list(check.get("host_sites"))]
-        if host:
-            rows = [(_e(_size(s.get("bytes"))), _e(s.get("allocations", "")), _e(s.get("site", ""))) for s in host]
-            out.append("<h3>host memory kept, by line</h3>" + _table(("bytes", "allocations", "at"), rows, (0, 1)))
-        kept = [_dict(k) for k in _list(check.get("kept_programs"))]
-        if kept:
-            rows = [(_e(k.get("per_iteration", "")), _e(k.get("program", "")), _e(k.get("site", ""))) for k in kept]
-            out.append(
-                "<h3>programs compiled anew and kept every iteration</h3>"
-                + _table(("per iteration", "program", "compiled at"), rows, (0,))
-            )
-    elif kind == "target":
-        rows = [
-            (
-                _e(p.get("program", "")),
-                _e(_size(p.get("need"))),
-                _e(p.get("source") or ""),
-                _e(p.get("not_judged") or ""),
-            )
-            for p in map(_dict, _list(check.get("programs")))
-        ]
-        out.append(
-            f"<h3>TPU target {_e(check.get('target', ''))}: {_e(check.get('verdict', ''))}, budget {_e(_size(check.get('budget')))}</h3>"
-        )
-        if rows:
-            out.append(_table(("program", "needs", "source", "not judged"), rows, (1,)))
-        out.append(_upcasts(_list(check.get("upcasts"))))
-    elif kind == "oom":
-        out.append(f"<h3>out of memory</h3><pre>{_e(check.get('error', ''))}</pre>")
-    elif kind == "baseline":
-        changes = ", ".join(
-            f"{c.get('figure')} {_size(c.get('old'))} to {_size(c.get('new'))} beyond {c.get('beyond')}"
-            for c in map(_dict, _list(check.get("changes")))
-        )
-        out.append(f"<h3>against the baseline: regressed</h3><p>{_e(changes)}</p>")
-    return "".join(out)
+    told = CHECKS.get(str(check.get("check", "")))
+    return told(check, nodeid) if told else ""
 
 
 def _explanation(line: dict[str, Any]) -> str:
     """A ledger line's explanation: what the test made that is still alive, and who keeps it."""
-    out = []
-    rows: list[tuple[str, ...]]
-    made = [_dict(m) for m in _list(line.get("made"))]
-    if made:
-        rows = [
-            (_e(_size(m.get("bytes"))), _e(m.get("arrays", "")), _e(m.get("shape", "")), _e(m.get("site", "")))
-            for m in made
-        ]
-        out.append(_table(("bytes", "arrays", "shape", "made at"), rows, (0, 1)))
-    held = [_dict(h) for h in _list(line.get("held"))]
-    if held:
-        rows = [(_e(_size(h.get("bytes"))), _e(h.get("by", "")), _e(h.get("path", ""))) for h in held]
-        out.append(_table(("bytes", "kept by", "path"), rows, (0,)))
+    made = [
+        (size_text(m.get("bytes")), m.get("arrays", ""), m.get("shape", ""), m.get("site", ""))
+        for m in map(dict_of, list_of(line.get("made")))
+    ]
+    held = [
+        (size_text(h.get("bytes")), h.get("by", ""), h.get("path", "")) for h in map(dict_of, list_of(line.get("held")))
+    ]
+    out = [
+        text_table(("bytes", "arrays", "shape", "made at"), made, (0, 1)),
+        text_table(("bytes", "kept by", "path"), held, (0,)),
+    ]
     for key, words in (("traceback", "kept by its failure's traceback"), ("collected", "freed by gc.collect()")):
-        if _int(line.get(key)):
-            out.append(f"<p>{_e(words)}: {_e(_size(line.get(key)))}</p>")
+        if int_of(line.get(key)):
+            out.append(f"<p>{esc(words)}: {esc(size_text(line.get(key)))}</p>")
     return "".join(out)
 
 
@@ -383,29 +203,29 @@ def _test_details(nodeid: str, entry: Entry, anchor: str, ledger_line: dict[str,
     peaks = ", ".join(f"{d} {format_size(p)}" for d, p in entry.peaks.items())
     out = [
         f'<details class="test" id="{anchor}"{" open" if entry.failed else ""}>'
-        f'<summary><span class="{_verdict_class(v)}">{_e(v)}</span> {_e(nodeid)}</summary>'
+        f'<summary><span class="{_verdict_class(v)}">{esc(v)}</span> {esc(nodeid)}</summary>'
     ]
     if peaks:
         out.append(
-            f"<p>peak per device: {_e(peaks)}"
+            f"<p>peak per device: {esc(peaks)}"
             + (" (live arrays stand in for device memory)" if entry.stand_in else "")
             + "</p>"
         )
     if entry.growth_source:
-        out.append(f"<p>growth from {_e(entry.growth_source)}</p>")
+        out.append(f"<p>growth from {esc(entry.growth_source)}</p>")
     if entry.failure:
-        out.append(f"<h3>failure</h3><pre>{_e(entry.failure)}</pre>")
-    out += [_check(_dict(c), nodeid) for c in entry.checks]
+        out.append(f"<h3>failure</h3><pre>{esc(entry.failure)}</pre>")
+    out += [_check(dict_of(c), nodeid) for c in entry.checks]
     if ledger_line is not None and ledger_line.get("made"):
         out.append(
-            f"<h3>left behind after its teardown: {_e(_size(ledger_line.get('residue')))}</h3>"
+            f"<h3>left behind after its teardown: {esc(size_text(ledger_line.get('residue')))}</h3>"
             + _explanation(ledger_line)
         )
     out.append("</details>")
     return "".join(out)
 
 
-def _host_named(ledger: Any, lines: dict[str, dict[str, Any]]) -> list[str]:
+def _host_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
     """The tests named for the host memory they grew, the most first, each with why (telling.ledger.host_lines)."""
     parsed = {t: line_of_record(t, line) for t, line in lines.items()}
     named = sorted(
@@ -417,12 +237,12 @@ def _host_named(ledger: Any, lines: dict[str, dict[str, Any]]) -> list[str]:
     cost = program_cost(list(parsed.values()), ledger.threshold)
     out = [
         f"<h3>named: {plural(len(named), 'test')} that grew host memory "
-        f"{_e(format_size(ledger.host_threshold))} or more</h3>"
+        f"{esc(format_size(ledger.host_threshold))} or more</h3>"
     ]
     for line in named:
-        why = "".join(f"<li>{_e(x)}</li>" for x in host_lines(line, cost))
+        why = "".join(f"<li>{esc(x)}</li>" for x in host_lines(line, cost))
         out.append(
-            f'<details class="test" open><summary>{_e(line.test)}: host memory +{_e(format_size(line.grew or 0))}'
+            f'<details class="test" open><summary>{esc(line.test)}: host memory +{esc(format_size(line.grew or 0))}'
             f"</summary><ul>{why}</ul></details>"
         )
     return out
@@ -432,40 +252,60 @@ def _ledger(report: Report) -> str:
     ledger = report.ledger
     if ledger is None:
         return ""
-
+    lines = {t: dict_of(line) for t, line in ledger.tests.items()}
     out = [
         "<h2 id=ledger>The suite ledger</h2>",
         f"<p>What each test left behind after its teardown: the bytes of the arrays it made that are still alive "
-        f"(residue). A test is named at {_e(format_size(ledger.threshold))} or more (--tpumem-residue), less what "
+        f"(residue). A test is named at {esc(format_size(ledger.threshold))} or more (--tpumem-residue), less what "
         "only a failed test's traceback keeps.</p>",
     ]
-    for crash in ledger.crashed:
-        crash = _dict(crash)
-        said = "\n".join(map(str, _list(crash.get("said"))))
+    out += _crashes(ledger)
+    out += _pictures(ledger, lines)
+    out += _left_named(ledger, lines)
+    out += _host_named(ledger, lines)
+    out.append(_ledger_table(lines))
+    return "".join(out)
+
+
+def _crashes(ledger: LedgerTests) -> list[str]:
+    out = []
+    for crash in map(dict_of, ledger.crashed):
+        said = "\n".join(map(str, list_of(crash.get("said"))))
         out.append(
-            f'<h3 class="v-bad">worker {_e(crash.get("worker", "?"))} crashed in {_e(crash.get("test", "?"))}</h3><pre>{_e(said)}</pre>'
+            f'<h3 class="v-bad">worker {esc(crash.get("worker", "?"))} crashed in {esc(crash.get("test", "?"))}</h3><pre>{esc(said)}</pre>'
         )
-    lines = {t: _dict(line) for t, line in ledger.tests.items()}
+    return out
+
+
+def _session_record(test: str, line: dict[str, Any]) -> dict[str, Any] | None:
+    """A ledger line as telling.svg.session_picture draws it; None where it has nothing to draw."""
+    devices = dict_of(line.get("devices"))
+    host = {k: v for k, v in dict_of(line.get("host")).items() if k in ("rss", "grew") and int_of(v) is not None}
+    host["backend_started"] = dict_of(line.get("host")).get("backend_started") is True
+    drawn = devices or "rss" in host
+    if int_of(line.get("index")) is None or not drawn or not all(int_of(v) is not None for v in devices.values()):
+        return None
+    return {
+        "test": test,
+        "index": line["index"],
+        "started": line.get("started") is not False,
+        "devices": devices,
+        "change": dict_of(line.get("change")),
+        "left": int_of(line.get("left")) or 0,
+        "executables": int_of(line.get("executables")),
+        "host": host,
+    }
+
+
+def _pictures(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The session's picture, one per pytest-xdist worker."""
     by_worker: dict[str, list[dict[str, Any]]] = {}
     for test, line in lines.items():
-        devices = _dict(line.get("devices"))
-        host = {k: v for k, v in _dict(line.get("host")).items() if k in ("rss", "grew") and _int(v) is not None}
-        host["backend_started"] = _dict(line.get("host")).get("backend_started") is True
-        drawn = devices or "rss" in host
-        if _int(line.get("index")) is not None and drawn and all(_int(v) is not None for v in devices.values()):
-            executables = _int(line.get("executables"))
-            record = {
-                "test": test,
-                "index": line["index"],
-                "started": line.get("started") is not False,
-                "devices": devices,
-                "change": _dict(line.get("change")),
-                "left": _int(line.get("left")) or 0,
-                "executables": executables,
-                "host": host,
-            }
+        record = _session_record(test, line)
+        if record is not None:
             by_worker.setdefault(str(line.get("worker") or ""), []).append(record)
     stand_in = any(line.get("stand_in") for line in lines.values())
+    out = []
     for worker, records in sorted(by_worker.items()):
         title = f"pytest-tpumem ledger: {plural(len(records), 'test')}" + (
             f" (pytest-xdist worker {worker})" if worker else ""
@@ -473,31 +313,38 @@ def _ledger(report: Report) -> str:
         count = max(r["index"] for r in records)
         picture = session_picture(records, count, ledger.threshold, title, stand_in, None, ledger.host_threshold)
         out.append(f'<div class="picture session">{picture}</div>')
+    return out
+
+
+def _left_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The tests named for what they left, the most first, each with its explanation."""
     named = sorted(
-        ((t, line) for t, line in lines.items() if over(_int(line.get("left")) or 0, ledger.threshold)),
-        key=lambda i: (-(_int(i[1].get("left")) or 0), i[0]),
+        ((t, line) for t, line in lines.items() if over(int_of(line.get("left")) or 0, ledger.threshold)),
+        key=lambda i: (-(int_of(i[1].get("left")) or 0), i[0]),
     )
-    if named:
+    if not named:
+        return []
+    out = [f"<h3>named: {plural(len(named), 'test')} that left {esc(format_size(ledger.threshold))} or more</h3>"]
+    for test, line in named:
         out.append(
-            f"<h3>named: {plural(len(named), 'test')} that left {_e(format_size(ledger.threshold))} or more</h3>"
+            f'<details class="test" open><summary>{esc(test)}: left {esc(size_text(line.get("left")))}</summary>{_explanation(line)}</details>'
         )
-        for test, line in named:
-            out.append(
-                f'<details class="test" open><summary>{_e(test)}: left {_e(_size(line.get("left")))}</summary>{_explanation(line)}</details>'
-            )
-    out += _host_named(ledger, lines)
-    ordered = sorted(lines.items(), key=lambda i: (-(_int(i[1].get("residue")) or 0), i[0]))
+    return out
+
+
+def _ledger_table(lines: dict[str, dict[str, Any]]) -> str:
+    """Every test the ledger read, the largest residues first, at most LEDGER_ROWS of them."""
+    ordered = sorted(lines.items(), key=lambda i: (-(int_of(i[1].get("residue")) or 0), i[0]))
     rows = []
     for test, line in ordered[:LEDGER_ROWS]:
+        compiled = int_of(line.get("compiled"))
         rows.append(
-            f'<tr><td class="id">{_e(test)}</td><td>{_e(line.get("outcome") or "-")}</td>'
-            + _num_cell(line.get("residue"))
-            + _num_cell(line.get("left"))
-            + _num_cell(
-                line.get("compiled"), str(_int(line.get("compiled")) if _int(line.get("compiled")) is not None else "-")
-            )
-            + _num_cell(_dict(line.get("host")).get("grew"))
-            + f"<td>{_e(line.get('worker') or '-')}</td></tr>"
+            f'<tr><td class="id">{esc(test)}</td><td>{esc(line.get("outcome") or "-")}</td>'
+            + num_cell(line.get("residue"))
+            + num_cell(line.get("left"))
+            + num_cell(compiled, "-" if compiled is None else str(compiled))
+            + num_cell(dict_of(line.get("host")).get("grew"))
+            + f"<td>{esc(line.get('worker') or '-')}</td></tr>"
         )
     more = (
         f"<p class=muted>the {LEDGER_ROWS} largest residues of {len(ordered)} tests are listed</p>"
@@ -505,10 +352,7 @@ def _ledger(report: Report) -> str:
         else ""
     )
     heads = '<th>test</th><th>outcome</th><th class="n">residue</th><th class="n">left</th><th class="n">programs compiled</th><th class="n">host grew</th><th>worker</th>'
-    out.append(
-        f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
-    return "".join(out)
+    return f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 def page(report: Report, comparison: Comparison | None = None, baseline: str = "", sources: Sequence[str] = ()) -> str:
@@ -526,8 +370,8 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         "script-src 'unsafe-inline'; img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_asset(STYLE)}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
+        f"<title>{esc(title)}</title><style>{_asset(STYLE)}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
         _context(report, sources),
         _counts(report),
     ]
@@ -538,13 +382,13 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
         parts.append(_tests_table(report, anchors))
         parts.append("<h2 id=details>Each test</h2>")
         for nodeid, entry in sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0])):
-            parts.append(_test_details(nodeid, entry, anchors[nodeid], _dict(ledger_lines.get(nodeid)) or None))
+            parts.append(_test_details(nodeid, entry, anchors[nodeid], dict_of(ledger_lines.get(nodeid)) or None))
     else:
         parts.append("<p>No test was measured (no budget, leak check or default budget applied).</p>")
     parts.append(_ledger(report))
     data = json.dumps({"measured": report.measured, "failed": failed, "version": report.version})
     parts.append(
-        f'<p class="muted">written by pytest-tpumem {_e(__version__)}; report schema version {report.version}</p>'
+        f'<p class="muted">written by pytest-tpumem {esc(__version__)}; report schema version {report.version}</p>'
     )
     parts.append(f'<script type="application/json" id="tpumem-summary">{data}</script>')
     parts.append(f"<script>{_asset(SCRIPT)}</script></body></html>")

@@ -1,12 +1,16 @@
 """A leak check, told: the failure text (or, for a clean check, one line saying so), the report
-section and the row of a ``decisions.leak.LeakReport``, and a check's progress on the test's line."""
+section and the row of a ``decisions.leak.LeakReport``, a check's progress on the test's line, and
+that row on the run's page with its timeline."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_apart, format_delta, format_size
+from .markup import dict_of, esc, int_of, list_of, size_text, text_table
+from .svg import leak_timeline
 from .words import files_lines, plural, shown
 
 if TYPE_CHECKING:
@@ -254,3 +258,90 @@ def row(r: LeakReport) -> dict[str, Any]:
         "cache_residue": dict(r.cache_residue),
         "compiled": list(r.compiled),
     }
+
+
+def html(check: dict[str, Any], nodeid: str) -> str:
+    """A leak check's part of its test's section on the run's page (telling.html), from its record:
+    its timeline, the lines that made what stays alive, the host memory kept, the programs kept."""
+    growth = f"growth {size_text(check.get('growth'))}/iteration, threshold {size_text(check.get('threshold'))}"
+    out = [
+        f"<h3>leak check: {esc(check.get('verdict', ''))}, {esc(growth)}, {esc(check.get('iterations'))} iterations</h3>"
+    ]
+    picture = leak_picture(check, nodeid)
+    if picture:
+        out.append(f'<div class="picture timeline">{picture}</div>')
+    sites = [
+        # "of runs": a line whose arrays of every run are alive piles up
+        (
+            size_text(s.get("bytes")),
+            s.get("arrays", ""),
+            s.get("runs", ""),
+            ", ".join(map(str, list_of(s.get("shapes")))),
+            s.get("site", ""),
+        )
+        for s in map(dict_of, list_of(check.get("sites")))
+    ]
+    host = [
+        (size_text(s.get("bytes")), s.get("allocations", ""), s.get("site", ""))
+        for s in map(dict_of, list_of(check.get("host_sites")))
+    ]
+    kept = [
+        (k.get("per_iteration", ""), k.get("program", ""), k.get("site", ""))
+        for k in map(dict_of, list_of(check.get("kept_programs")))
+    ]
+    title = "arrays alive after the last run, made after the warmup, by the line that made them"
+    out.append(text_table(("bytes", "arrays", "of runs", "shapes", "made at"), sites, (0, 1, 2), title))
+    out.append(text_table(("bytes", "allocations", "at"), host, (0, 1), "host memory kept, by line"))
+    title = "programs compiled anew and kept every iteration"
+    out.append(text_table(("per iteration", "program", "compiled at"), kept, (0,), title))
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class _Series:
+    """A leak check's series as the report keeps it, in the shape telling.svg.leak_timeline draws."""
+
+    name: str
+    device: str
+    values: tuple[int, ...]
+    every: bool
+    growth: int
+    judged: bool = True  # its record's threshold is not null (host RSS beside the host's split, host=False)
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    series: tuple[_Series, ...]
+    iterations: int
+    threshold: int
+    leaking_series: tuple[_Series, ...] = field(default=())
+
+    def threshold_for(self, series: _Series) -> int | None:
+        return self.threshold if series.judged else None
+
+
+def leak_picture(check: dict[str, Any], title: str) -> str:
+    """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
+    the record has no series to draw."""
+    series, leaking = [], []
+    for name, s in dict_of(check.get("series")).items():
+        values = list_of(dict_of(s).get("values"))
+        if not values or not all(int_of(v) is not None for v in values):
+            continue
+        one = _Series(
+            str(name),
+            str(s.get("device", "")),
+            tuple(values),
+            bool(s.get("every")),
+            int_of(s.get("growth")) or 0,
+            not s.get("shown_only") and ("threshold" not in s or int_of(s["threshold"]) is not None),
+        )
+        series.append(one)
+        if s.get("leaks"):
+            leaking.append(one)
+    threshold = int_of(check.get("threshold"))
+    if not series or threshold is None:
+        return ""
+    iterations = max(len(s.values) for s in series) - 1
+    series = [s for s in series if len(s.values) == iterations + 1]
+    return leak_timeline(_Timeline(tuple(series), iterations, threshold, tuple(leaking)), title)  # type: ignore[arg-type]

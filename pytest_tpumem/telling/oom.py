@@ -1,5 +1,5 @@
 """Out of device memory, told: the failure text (also its report section) and the row of a
-``decisions.oom.OomResult``."""
+``decisions.oom.OomResult``, and that row on the run's page."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..units import format_size
 from .budget import devices_row, peak_line
+from .markup import esc
 
 if TYPE_CHECKING:
     from ..decisions.oom import OomResult
@@ -47,3 +48,8 @@ def row(r: OomResult) -> dict[str, Any]:
     if r.peak is not None and r.run is None:
         out["devices"] = devices_row(r.peak)
     return out
+
+
+def html(check: dict[str, Any], nodeid: str) -> str:
+    """Out of memory in its test's section on the run's page (telling.html): the error."""
+    return f"<h3>out of memory</h3><pre>{esc(check.get('error', ''))}</pre>"

@@ -135,10 +135,10 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
     if not reports:
         raise ReportError("nothing to merge: give the reports of the processes")
     contexts: list[dict[str, Any]] = []
-    seen: dict[tuple[Any, ...], str] = {}
+    seen: dict[tuple[Any, ...], str] = {}  # a process (hostname, index, start, pid) -> the report that had it
     indexes: dict[int, str] = {}  # process_index -> the report that had it
-    tests: dict[str, list[tuple[int, Entry]]] = {}
     stated: dict[str, tuple[Any, str]] = {}  # platform, device kind -> the first said, and by which report
+    tests: dict[str, list[tuple[int, Entry]]] = {}
     for path, report in reports:
         if report.version != reports[0][1].version:
             raise ReportError(
@@ -146,45 +146,58 @@ def merge_reports(reports: list[tuple[str, Report]]) -> Report:
                 "merge reports of one run"
             )
         for context in report.processes or [report.context]:
-            key = (context.get("hostname"), context.get("process_index"), context.get("started"), context.get("pid"))
-            if key in seen:
-                raise ReportError(f"{path}: the same process's report as {seen[key]}; give each process's report once")
-            index = context.get("process_index")
-            if index is not None and index in indexes:
-                raise ReportError(
-                    f"{path}: process {index} of {context.get('process_count')}, as {indexes[index]} is: two runs, not two "
-                    "processes of one run (merge joins the processes of one jax.distributed run or of several hosts)"
-                )
-            seen[key] = path
-            if index is not None:
-                indexes[index] = path
-            for k, what in (("platform", "platform"), ("device_kind", "device kind")):
-                value = context.get(k)
-                if not value:
-                    continue  # a process in which no backend started says none
-                first = stated.setdefault(k, (value, path))
-                if value != first[0]:
-                    raise ReportError(
-                        f"{path}: {what} {value!r}, but {first[1]} has {first[0]!r}; merge reports of one run"
-                    )
+            _check_once(path, context, seen, indexes)
+            _check_one_platform(path, context, stated)
             contexts.append(context)
         index = report.context.get("process_index")
         for nodeid, entry in report.tests.items():
             tests.setdefault(nodeid, []).append((len(contexts) - 1 if index is None else int(index), entry))
     merged = {nodeid: merged_entries(entries) for nodeid, entries in tests.items()}
-    devices = [d for c in contexts for d in c.get("devices") or []]
+    ledgers = [report.ledger for _, report in reports if report.ledger is not None]
+    result = build(merged, _merged_context(contexts, stated), contexts, merged_ledgers(ledgers))
+    return Report.from_json(result.to_json(), "the merged report")  # what merge writes, show and compare read
+
+
+def _check_once(path: str, context: dict[str, Any], seen: dict[tuple[Any, ...], str], indexes: dict[int, str]) -> None:
+    """ReportError where the process of ``context`` (in the report at ``path``) was given before,
+    or another process of a run had its index; else it is added to ``seen`` and ``indexes``."""
+    key = (context.get("hostname"), context.get("process_index"), context.get("started"), context.get("pid"))
+    if key in seen:
+        raise ReportError(f"{path}: the same process's report as {seen[key]}; give each process's report once")
+    index = context.get("process_index")
+    if index is not None and index in indexes:
+        raise ReportError(
+            f"{path}: process {index} of {context.get('process_count')}, as {indexes[index]} is: two runs, not two "
+            "processes of one run (merge joins the processes of one jax.distributed run or of several hosts)"
+        )
+    seen[key] = path
+    if index is not None:
+        indexes[index] = path
+
+
+def _check_one_platform(path: str, context: dict[str, Any], stated: dict[str, tuple[Any, str]]) -> None:
+    """ReportError where ``context`` names another platform or device kind than ``stated`` has; else
+    what it names is added there."""
+    for k, what in (("platform", "platform"), ("device_kind", "device kind")):
+        value = context.get(k)
+        if not value:
+            continue  # a process in which no backend started says none
+        first = stated.setdefault(k, (value, path))
+        if value != first[0]:
+            raise ReportError(f"{path}: {what} {value!r}, but {first[1]} has {first[0]!r}; merge reports of one run")
+
+
+def _merged_context(contexts: list[dict[str, Any]], stated: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """The context of the processes merged: the first's, with their devices, counts and times."""
     finished = [str(c["finished"]) for c in contexts if c.get("finished")]
-    context = {
+    return {
         **contexts[0],
         **{k: value for k, (value, _) in stated.items()},
         "process_index": None,
         "process_count": max(int(c.get("process_count") or 1) for c in contexts),
         "merged_from": len(contexts),
-        "devices": devices,
+        "devices": [d for c in contexts for d in c.get("devices") or []],
         "device_count": sum(int(c.get("device_count") or 0) for c in contexts),
         "started": min(str(c.get("started", "")) for c in contexts),
         "finished": max(finished) if finished else None,
     }
-    ledgers = [report.ledger for _, report in reports if report.ledger is not None]
-    result = build(merged, context, contexts, merged_ledgers(ledgers))
-    return Report.from_json(result.to_json(), "the merged report")  # what merge writes, show and compare read

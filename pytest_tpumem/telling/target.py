@@ -1,6 +1,6 @@
 """A budget on a TPU target, told: the target in the header, what a program needs compiled for it,
-the failure text, the report section and the row of a ``decisions.target.TargetResult``, and what
-is said where libtpu is missing."""
+the failure text, the report section and the row of a ``decisions.target.TargetResult``, that row
+on the run's page, and what is said where libtpu is missing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LIBTPU_INSTALL
 from ..units import format_apart, format_size
 from .budget import buffer_line, precision_lines
-from .upcast import upcast_record
+from .markup import dict_of, esc, list_of, size_text, text_table
+from .upcast import upcast_record, upcasts_html
 from .words import plural
 
 if TYPE_CHECKING:
@@ -153,3 +154,18 @@ def row(r: TargetResult) -> dict[str, Any]:
         "errors": list(r.errors),
         "upcasts": [upcast_record(u) for u in r.upcasts],
     }
+
+
+def html(check: dict[str, Any], nodeid: str) -> str:
+    """A TPU target's part of its test's section on the run's page (telling.html), from its
+    record: what each program needs there, and the upcasts."""
+    programs = [
+        (p.get("program", ""), size_text(p.get("need")), p.get("source") or "", p.get("not_judged") or "")
+        for p in map(dict_of, list_of(check.get("programs")))
+    ]
+    return (
+        f"<h3>TPU target {esc(check.get('target', ''))}: {esc(check.get('verdict', ''))}, "
+        f"budget {esc(size_text(check.get('budget')))}</h3>"
+        + text_table(("program", "needs", "source", "not judged"), programs, (1,))
+        + upcasts_html(list_of(check.get("upcasts")))
+    )

@@ -1,6 +1,6 @@
 """Upcasts, told: where the code turned narrow floats wide, why, and what it costs on the run's
 backend and on the TPU target (a ``decisions.upcast.PrecisionReport``), and the float32 arrays a
-compiler made on its own."""
+compiler made on its own; and the upcasts of a check's row on the run's page."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import defaults
 from ..decisions.upcast import COMPILERS_OWN
 from ..units import format_size
+from .markup import dict_of, text_table
 from .words import plural
 
 if TYPE_CHECKING:
@@ -95,3 +96,12 @@ def upcast_record(u: Upcast) -> dict[str, Any]:
         "costs": {c.where: {"bytes": c.wide, "beyond_narrow": c.beyond} for c in u.costs},
         "text": upcast_line(u),
     }
+
+
+def upcasts_html(records: list[Any]) -> str:
+    """A budget's or a target's upcasts on the run's page: the line, the wide value, and what it is and costs."""
+    return text_table(
+        ("line", "wide value", "what it is, what it costs"),
+        [(r.get("line") or "", r.get("shape", ""), r.get("text", "")) for r in map(dict_of, records)],
+        title="upcasts (narrow floats the code turned wide)",
+    )

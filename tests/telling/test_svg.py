@@ -7,7 +7,7 @@ import xml.dom.minidom
 import pytest
 
 from pytest_tpumem.decisions.leak import LeakReport, Series
-from pytest_tpumem.telling.html import leak_picture
+from pytest_tpumem.telling.leak import leak_picture
 from pytest_tpumem.telling.svg import leak_timeline, session_picture
 
 MB = 10**6

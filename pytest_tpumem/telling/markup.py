@@ -1,0 +1,64 @@
+"""The run's page in small pieces (telling.html), for the page and for each check's part of it:
+text escaped for markup, a report's values taken as what they should be (a report is read back
+checked only where a gate needs it), sizes and tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from ..units import format_size
+from .words import escaped
+
+
+def esc(value: Any) -> str:
+    """Text for the page: escaped as markup, and its control characters and lone surrogates as
+    words.escaped writes them (a test file's name that is not UTF-8 would leave the page
+    unwritable; an ESC is shown, not dropped), its line breaks and tabs kept (a failure's text)."""
+    return escape(escaped(str(value), keep="\t\n\r"), quote=True)
+
+
+def int_of(value: Any) -> int | None:
+    """A whole number from a report, or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def dict_of(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def list_of(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def size_text(value: Any) -> str:
+    """A size from a report for people, or "-" where it is not a whole number."""
+    n = int_of(value)
+    return "-" if n is None else format_size(n)
+
+
+def num_cell(value: Any, text: str | None = None) -> str:
+    """A right-aligned cell that sorts by ``value``; it shows ``text``, else the size."""
+    n = int_of(value)
+    return f'<td class="n" data-value="{"" if n is None else n}">{esc(text if text is not None else size_text(n))}</td>'
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table of already-escaped cells; the columns in ``numeric`` right-aligned."""
+    heads = "".join(f"<th{' class=n' if i in numeric else ''}>{esc(h)}</th>" for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def text_table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = (), title: str = ""
+) -> str:
+    """A table of text cells (escaped here) under its title, where it has one; "" where it has no row."""
+    cells = [tuple(map(esc, r)) for r in rows]
+    if not cells:
+        return ""
+    return (f"<h3>{esc(title)}</h3>" if title else "") + html_table(header, cells, numeric)
