@@ -1,21 +1,235 @@
-"""pytest-xdist on an accelerator host: each worker's share of it, TPU chips (glue/chips.py,
---tpumem-tpu-chips) or GPUs (glue/gpus.py, --tpumem-gpus), set in the controller and in each
-worker before jax starts. Nothing here imports jax."""
+"""pytest-xdist on an accelerator host: each worker's share of it, TPU chips (--tpumem-tpu-chips,
+glue/chips.py) or GPUs (--tpumem-gpus, glue/gpus.py), set before jax starts.
+
+One flow for both: the controller resolves the count, refuses once what every worker would
+refuse, and hands each worker its slot in ``workerinput``; each worker sets its environment in its
+pytest_configure, before any test module can start jax. A choice of devices the user made already
+is refused; without the option, workers that would contend for the host's devices are warned.
+What differs is a table, a ``Share``: ``TPU`` and ``GPUS``. Nothing here imports jax.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from ..readings import jaxcompat
+from ..telling.words import plural
 from . import chips, gpus
-from .options import Settings
+from .options import SettingError, Settings
+
+
+@dataclass(frozen=True)
+class Share:
+    """What differs between sharing out TPU chips and GPUs; its methods are the flow both follow.
+
+    The messages are templates: ``{flag}``, ``{noun}`` (the unit's plural), ``{worker}``,
+    ``{workers}`` and ``{devices}`` (counted in words)."""
+
+    flag: str
+    setting: str  # the Settings field: "auto", a count, or None where the option is not given
+    unit: str  # "chip": the devices' name in messages
+    plugin: str  # the controller's plugin name
+    slot_key: str  # workerinput keys the controller sets: the worker's slot, the host's count
+    count_key: str
+    chosen: tuple[str, ...]  # the user's own choice of devices, never overridden
+    chosen_elsewhere: tuple[str, ...]  # beside ``chosen``: set, the workers need no warning
+    count: Callable[[str], int]  # the host's devices, counted under a root directory without jax
+    worker_env: Callable[[int, int, int, Mapping[str, str]], dict[str, str]]  # slot, workers, count, os.environ
+    none_found: str  # --flag=auto on a host without the devices
+    stray: str  # a worker beyond the ones the devices are shared out to
+    warning: str  # without the option, the workers will contend for the host's devices
+    line: Callable[[int, int], str] | None = None  # the header's line: workers, count
+
+    @property
+    def noun(self) -> str:
+        return self.unit + "s"
+
+    def _say(self, template: str, **values: Any) -> str:
+        return template.format(flag=self.flag, noun=self.noun, **values)
+
+    def check_controller(self, config: Any, settings: Settings) -> str | None:
+        """In the pytest-xdist controller: refuse once, as a usage error, what every worker would
+        refuse; then hand each worker its slot (a worker that replaces a crashed one gets the slot
+        the crashed one held). The header's line, or None."""
+        if hasattr(config, "workerinput"):
+            return None
+        workers = local_workers(config)
+        if workers is None:
+            return None
+        value = getattr(settings, self.setting)
+        if value is None:
+            self.warn_if_shared(config, workers)
+            return None
+        self._not_chosen_already(os.environ)
+        # The same conftests run in the workers; and a backend here would hold what the workers need.
+        self._not_started(f"in the pytest-xdist controller before pytest-tpumem could share out the {self.noun}")
+        count = self._resolve(value)
+        self.worker_env(0, workers, count, {})  # raises what the workers would
+        config.pluginmanager.register(Slots(workers, count, self.slot_key, self.count_key), self.plugin)
+        return None if self.line is None else self.line(workers, count)
+
+    def apply(self, config: Any, settings: Settings) -> None:
+        """In a pytest-xdist worker: set this process's environment so that the backend jax starts
+        later holds only this worker's share. SettingError where it cannot."""
+        workerinput = getattr(config, "workerinput", None)
+        value = getattr(settings, self.setting)
+        if workerinput is None or value is None:
+            return
+        worker = str(workerinput.get("workerid", os.environ.get("PYTEST_XDIST_WORKER", "?")))
+        self._not_chosen_already(os.environ)
+        self._not_started(f"in worker {worker} before pytest-tpumem could give it {self.noun}")
+        workers = int(workerinput.get("workercount") or os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+        slot = workerinput.get(self.slot_key)
+        if slot is None:  # no slot from the controller: the worker's own number, gw<n>
+            match = re.fullmatch(r"gw(\d+)", worker)
+            slot = None if match is None else int(match.group(1))
+        if workers < 1 or slot is None:
+            raise SettingError(f"{self.flag}: cannot tell which {self.noun} pytest-xdist worker {worker!r} gets")
+        if not 0 <= slot < workers:
+            raise SettingError(self._say(self.stray, worker=worker, workers=plural(workers, "worker")))
+        count = workerinput.get(self.count_key) or self._resolve(value)
+        os.environ.update(self.worker_env(slot, workers, count, os.environ))
+
+    def warn_if_shared(self, config: Any, workers: int, root: str = "/") -> None:
+        """Without the option, on a host with the devices where nothing else chose the workers'
+        share: a warning that the workers will contend for the same devices (not an error: a
+        conftest may still give each its share later)."""
+        if workers < 2 or any(name in os.environ for name in (*self.chosen, *self.chosen_elsewhere)):
+            return
+        count = self.count(root)
+        if count == 0:
+            return
+
+        said = self._say(self.warning, workers=plural(workers, "pytest-xdist worker"), devices=plural(count, self.unit))
+        config.issue_config_time_warning(pytest.PytestConfigWarning(said), stacklevel=2)
+
+    def _resolve(self, value: int | str) -> int:
+        if value != "auto":
+            return int(value)
+        count = self.count("/")
+        if count == 0:
+            raise SettingError(self._say(self.none_found))
+        return count
+
+    def _not_started(self, where: str) -> None:
+        if jaxcompat.backends_started():
+            raise SettingError(
+                f"{self.flag}: jax's backend was started {where} (a conftest or plugin called jax.devices() or ran "
+                "a computation at import or configure time); start it inside the tests, or leave out the option"
+            )
+
+    def _not_chosen_already(self, environ: Mapping[str, str]) -> None:
+        for name in self.chosen:
+            if environ.get(name):
+                raise SettingError(
+                    f"{self.flag}: {name}={environ[name]} is set already, and pytest-tpumem does not override a "
+                    f"choice of {self.noun}: unset {name} to give each worker {self.noun} of its own, or leave out "
+                    "the option"
+                )
+
+
+TPU = Share(
+    flag=chips.FLAG,
+    setting="tpu_chips",
+    unit="chip",
+    plugin="tpumem-chips",
+    slot_key="tpumem_chip_slot",
+    count_key="tpumem_chips",
+    chosen=("TPU_VISIBLE_CHIPS", "TPU_VISIBLE_DEVICES"),
+    chosen_elsewhere=("JAX_ENABLE_TPU_XDIST",),  # JAX's own conftest gives each worker a chip
+    count=chips.host_chips,
+    worker_env=chips.worker_env,
+    none_found=(
+        "{flag}=auto: no TPU chip on this host (no /dev/accel<N>, no /dev/vfio/<N>); give the number, "
+        "e.g. {flag}=4, or leave out the option off a TPU host"
+    ),
+    stray="{flag}: pytest-xdist worker {worker} is not one of the first {workers}, whose chips pytest-tpumem shares out",
+    warning=(
+        "pytest-tpumem: {workers} on a TPU host with {devices}, and nothing gives each worker chips of its own: "
+        "libtpu lets one process hold a chip, so the others will fail to start their backend; pass {flag} auto"
+    ),
+)
+
+GPUS = Share(
+    flag=gpus.FLAG,
+    setting="gpus",
+    unit="GPU",
+    plugin="tpumem-gpus",
+    slot_key="tpumem_gpu_slot",
+    count_key="tpumem_gpus",
+    chosen=(gpus.CHOSEN,),
+    chosen_elsewhere=gpus.MEMORY,
+    count=gpus.host_gpus,
+    worker_env=gpus.worker_env,
+    none_found=(
+        "{flag}=auto: no NVIDIA GPU on this host (no /dev/nvidia<N>); give the number, e.g. {flag}=2, "
+        "or leave out the option off a GPU host"
+    ),
+    stray="{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets",
+    warning=(
+        "pytest-tpumem: {workers} on a host with {devices}, and nothing gives each worker GPUs or memory of its "
+        "own: each JAX process takes 75% of its GPU when its backend starts, so the others run out of memory; "
+        "pass {flag} auto"
+    ),
+    line=gpus.plan_line,
+)
 
 
 def share_out(config: Any, settings: Settings) -> list[str]:
-    """pytest-xdist on a TPU or GPU host: each worker's chips (--tpumem-tpu-chips) or GPUs
-    (--tpumem-gpus), in the controller and in each worker; the header's lines of what was set.
-    SettingError where they cannot be shared out."""
-    chips.check_controller(config, settings)
-    chips.apply(config, settings)
-    said = gpus.check_controller(config, settings)
-    gpus.apply(config, settings)
-    return [said] if said else []
+    """Each worker's chips (--tpumem-tpu-chips) or GPUs (--tpumem-gpus), in the controller and in
+    each worker; the header's lines of what was set. SettingError where they cannot be shared out."""
+    said = []
+    for share in (TPU, GPUS):
+        line = share.check_controller(config, settings)
+        share.apply(config, settings)
+        said += [line] if line else []
+    return said
+
+
+class Slots:
+    """Controller side: which slot (which chips or GPUs) each worker holds, in ``workerinput``,
+    under ``slot_key``, with the host's count under ``count_key``."""
+
+    def __init__(self, workers: int, count: int, slot_key: str, count_key: str):
+        self.count = count
+        self.free = list(range(workers))
+        self.held: dict[str, int] = {}
+        self.slot_key, self.count_key = slot_key, count_key
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[self.count_key] = self.count
+        if self.free:
+            self.held[node.gateway.id] = slot = self.free.pop(0)
+            node.workerinput[self.slot_key] = slot
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        slot = self.held.pop(node.gateway.id, None)
+        if slot is not None:
+            self.free = sorted([*self.free, slot])
+
+
+def local_workers(config: Any) -> int | None:
+    """How many workers pytest-xdist starts on this host, from its --tx specs (what -n N became);
+    None where it distributes nothing, or to other hosts too."""
+    try:
+        if config.getoption("collectonly") or config.getoption("dist", "no") == "no":
+            return None
+        tx = config.getoption("tx", None) or []
+    except (ValueError, AttributeError):
+        return None
+    workers = 0
+    for spec in tx:
+        count, star, rest = str(spec).partition("*")
+        if star and count.isdigit():
+            workers, spec = workers + int(count), rest
+        else:
+            workers += 1
+        if not any(part.startswith("popen") for part in str(spec).split("//")):
+            return None  # ssh or socket workers run on another host, with devices of its own
+    return workers or None

@@ -108,6 +108,29 @@ def _one_at_a_time(fn: Callable[..., Any]) -> Callable[..., Any]:
     return reading
 
 
+Shards = tuple[tuple[str, int | None], ...]  # (device label, buffer address or None) per addressable shard
+_Known = tuple[Any, Shards, int, str]  # an array LiveBytesKept saw: weak reference, shards, bytes a shard, owner
+
+
+def _walk(arrays: Iterable[Any], visit: Callable[[Any], None] | None = None) -> Iterator[tuple[Any, Shards, int]]:
+    """Each array of ``arrays`` with its shards and the bytes of one shard; an array deleted while
+    we walk is left out. ``visit(array)`` is called for each array on the way. The arrays hold
+    their shardings for the walk, so a layout is read once per sharding, shape and dtype."""
+    layouts: dict[tuple[int, Any, Any], tuple[tuple[str, ...], int]] = {}
+    for arr in arrays:
+        if visit is not None:
+            visit(arr)
+        try:
+            key = (id(arr.sharding), arr.shape, arr.dtype)
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = _layout(arr)
+            shards = _addresses(arr, layout[0])
+        except Exception:  # deleted while we walk
+            continue
+        yield arr, shards, layout[1]
+
+
 @_one_at_a_time
 def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str, int]:
     """Bytes of the addressable shards of every live array, per device label, each device buffer
@@ -118,36 +141,13 @@ def live_bytes_by_device(visit: Callable[[Any], None] | None = None) -> dict[str
 
     out: dict[str, int] = {}
     counted: set[tuple[str, int]] = set()
-    # (id of a sharding, shape, dtype) -> its layout; the arrays hold their shardings for the walk
-    layouts: dict[tuple[int, Any, Any], tuple[tuple[str, ...], int]] = {}
-    for arr in jax.live_arrays():
-        if visit is not None:
-            visit(arr)
-        try:
-            key = (id(arr.sharding), arr.shape, arr.dtype)
-            layout = layouts.get(key)
-            if layout is None:
-                layout = layouts[key] = _layout(arr)
-            labels, n = layout
-            if len(labels) == 1:
-                try:
-                    address = arr.unsafe_buffer_pointer()
-                except Exception:
-                    address = None
-                if address is not None and n:
-                    if (labels[0], address) in counted:
-                        continue
-                    counted.add((labels[0], address))
-                out[labels[0]] = out.get(labels[0], 0) + n
-            else:
-                for label, address in _shard_addresses(arr, labels):
-                    if address is not None and n:
-                        if (label, address) in counted:
-                            continue
-                        counted.add((label, address))
-                    out[label] = out.get(label, 0) + n
-        except Exception:  # deleted while we walk
-            continue
+    for _, shards, n in _walk(jax.live_arrays(), visit):
+        for label, address in shards:
+            if address is not None and n:
+                if (label, address) in counted:
+                    continue
+                counted.add((label, address))
+            out[label] = out.get(label, 0) + n
     return out
 
 
@@ -164,24 +164,14 @@ class LiveBytesKept:
     device buffer two jax.Arrays share is counted once, for the owner of the first."""
 
     def __init__(self) -> None:
-        # id -> (weak reference, its (device label, buffer address or None) per shard, bytes a shard, owner)
-        self._known: dict[int, tuple[Any, tuple[tuple[str, int | None], ...], int, str]] = {}
+        self._known: dict[int, _Known] = {}
         self._dead: list[int] = []  # ids of known arrays that died since the last reading
         self._buffers: dict[tuple[str, int], list[Any]] = {}  # (label, address) -> [arrays on it, owner, bytes]
         self._totals: dict[str, int] = {}
         self.owned: dict[str, int] = {}  # owner -> bytes of its arrays alive at the last reading
         self.owned_on: dict[str, dict[str, int]] = {}  # owner -> device label -> those bytes on that device
 
-    def _entry(self, key: int, arr: Any, owner: str) -> tuple[Any, tuple[tuple[str, int | None], ...], int, str]:
-        labels, n = _layout(arr)
-        if len(labels) == 1:
-            try:
-                address = arr.unsafe_buffer_pointer()
-            except Exception:
-                address = None
-            shards: tuple[tuple[str, int | None], ...] = ((labels[0], address),)
-        else:
-            shards = tuple(_shard_addresses(arr, labels))
+    def _entry(self, key: int, arr: Any, shards: Shards, n: int, owner: str) -> _Known:
         dead = self._dead
 
         def died(_: Any) -> None:
@@ -189,7 +179,7 @@ class LiveBytesKept:
 
         return weakref.ref(arr, died), shards, n, owner
 
-    def _count(self, entry: tuple[Any, tuple[tuple[str, int | None], ...], int, str], sign: int) -> None:
+    def _count(self, entry: _Known, sign: int) -> None:
         """Add (sign 1) or take off (-1) an array's bytes, each buffer once."""
         _, shards, n, owner = entry
         totals, owned, buffers = self._totals, self.owned, self._buffers
@@ -228,15 +218,8 @@ class LiveBytesKept:
             for key in known.keys() - ids:  # deleted or donated: alive, no longer an array's
                 self._count(known.pop(key), -1)
             new = ids - known.keys()
-            for arr in live if new else ():
-                key = id(arr)
-                if key not in new:
-                    continue
-                try:
-                    entry = self._entry(key, arr, owner)
-                except Exception:  # deleted while we walk
-                    continue
-                known[key] = entry
+            for arr, shards, n in _walk(a for a in live if id(a) in new) if new else ():
+                entry = known[id(arr)] = self._entry(id(arr), arr, shards, n, owner)
                 self._count(entry, 1)
         self.owned = {o: n for o, n in self.owned.items() if n}
         self.owned_on = {o: on for o, on in self.owned_on.items() if o in self.owned}
@@ -253,7 +236,7 @@ class LiveBytesKept:
                     out.append(arr)
         return out
 
-    def _counted_for(self, shards: tuple[tuple[str, int | None], ...], made_by: str) -> str:
+    def _counted_for(self, shards: Shards, made_by: str) -> str:
         """The owner an array's memory is counted for: the first array's on its buffer (jaxlib
         makes a second jax.Array on the buffer of an array a jit closes over), else its maker."""
         for label, address in shards:
@@ -267,24 +250,26 @@ def buffer_key(arr: Any) -> tuple[tuple[str, int], ...] | None:
     """The device buffers an array holds, as (device label, address) pairs: two arrays on the same
     buffers have the same key. None where an address cannot be read."""
     try:
-        labels, _ = _layout(arr)
-        pairs = [(labels[0], arr.unsafe_buffer_pointer())] if len(labels) == 1 else _shard_addresses(arr, labels)
+        pairs = _addresses(arr, _layout(arr)[0])
     except Exception:
         return None
     if any(address is None for _, address in pairs):
         return None
-    return tuple(pairs)  # type: ignore[arg-type]
+    return pairs  # type: ignore[return-value]
 
 
-def _shard_addresses(arr: Any, labels: tuple[str, ...]) -> list[tuple[str, int | None]]:
-    """(device label, buffer address or None) of each addressable shard of a sharded array."""
+def _addresses(arr: Any, labels: tuple[str, ...]) -> Shards:
+    """(device label, buffer address or None) of each addressable shard of ``arr``, whose shards
+    are on the devices ``labels``."""
+    if len(labels) == 1:
+        try:
+            return ((labels[0], arr.unsafe_buffer_pointer()),)
+        except Exception:
+            return ((labels[0], None),)
     try:
-        out = []
-        for shard in arr.addressable_shards:
-            out.append((device_label(shard.device), shard.data.unsafe_buffer_pointer()))
-        return out
+        return tuple((device_label(s.device), s.data.unsafe_buffer_pointer()) for s in arr.addressable_shards)
     except Exception:
-        return [(label, None) for label in labels]
+        return tuple((label, None) for label in labels)
 
 
 @_one_at_a_time

@@ -1,13 +1,14 @@
 """--tpumem-tpu-chips: each pytest-xdist worker gets chips of its own (the environment libtpu reads),
 and a count the workers cannot share is one usage error."""
 
+import dataclasses
 import json
 import os
 from types import SimpleNamespace
 
 import pytest
 
-from pytest_tpumem.glue import chips
+from pytest_tpumem.glue import chips, sharing
 from pytest_tpumem.glue.options import SettingError, Settings
 from pytest_tpumem.readings import jaxcompat
 
@@ -139,7 +140,7 @@ def worker(workerid="gw1", workercount=2, **more):
 
 
 def test_a_worker_gets_its_share_in_its_environment(clean_env):
-    chips.apply(worker("gw1", 2), Settings(enabled=True, tpu_chips=4))
+    sharing.TPU.apply(worker("gw1", 2), Settings(enabled=True, tpu_chips=4))
     assert os.environ["TPU_VISIBLE_CHIPS"] == "2,3"
     assert os.environ["TPU_CHIPS_PER_PROCESS_BOUNDS"] == "1,2,1"
     assert "TPU_CHIPS_PER_HOST_BOUNDS" not in os.environ  # the older spelling only where it was set
@@ -147,14 +148,14 @@ def test_a_worker_gets_its_share_in_its_environment(clean_env):
 
 def test_the_controllers_slot_wins_over_the_worker_number(clean_env):
     """A worker that replaces a crashed one (gw2 of -n 2) gets the crashed one's chips."""
-    chips.apply(worker("gw2", 2, tpumem_chip_slot=0, tpumem_chips=4), Settings(enabled=True, tpu_chips="auto"))
+    sharing.TPU.apply(worker("gw2", 2, tpumem_chip_slot=0, tpumem_chips=4), Settings(enabled=True, tpu_chips="auto"))
     assert os.environ["TPU_VISIBLE_CHIPS"] == "0,1"
 
 
 def test_the_older_spellings_set_by_the_host_are_made_to_agree(clean_env):
     clean_env.setenv("TPU_CHIPS_PER_HOST_BOUNDS", "2,2,1")
     clean_env.setenv("TPU_HOST_BOUNDS", "1,1,1")
-    chips.apply(worker("gw0", 4), Settings(enabled=True, tpu_chips=4))
+    sharing.TPU.apply(worker("gw0", 4), Settings(enabled=True, tpu_chips=4))
     assert (os.environ["TPU_CHIPS_PER_HOST_BOUNDS"], os.environ["TPU_HOST_BOUNDS"]) == ("1,1,1", "1,1,1")
 
 
@@ -166,20 +167,20 @@ def test_the_older_spellings_set_by_the_host_are_made_to_agree(clean_env):
     ],
 )
 def test_nothing_changes_outside_a_worker_or_without_the_option(clean_env, config, settings):
-    chips.apply(config, settings)
+    sharing.TPU.apply(config, settings)
     assert not any(name in os.environ for name in TPU_VARS)
 
 
 def test_the_worker_count_may_come_from_xdists_environment(clean_env):
     clean_env.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
-    chips.apply(SimpleNamespace(workerinput={"workerid": "gw3"}), Settings(enabled=True, tpu_chips=4))
+    sharing.TPU.apply(SimpleNamespace(workerinput={"workerid": "gw3"}), Settings(enabled=True, tpu_chips=4))
     assert os.environ["TPU_VISIBLE_CHIPS"] == "3"
 
 
 def test_a_started_backend_is_too_late(clean_env):
     clean_env.setattr(jaxcompat, "backends_started", lambda: True)
     with pytest.raises(SettingError, match="jax's backend was started in worker gw1 before pytest-tpumem could give"):
-        chips.apply(worker(), Settings(enabled=True, tpu_chips=4))
+        sharing.TPU.apply(worker(), Settings(enabled=True, tpu_chips=4))
     assert "TPU_VISIBLE_CHIPS" not in os.environ
 
 
@@ -187,19 +188,19 @@ def test_a_started_backend_is_too_late(clean_env):
 def test_the_users_own_choice_of_chips_is_not_overridden(clean_env, name):
     clean_env.setenv(name, "0")
     with pytest.raises(SettingError, match=f"{name}=0 is set already, and pytest-tpumem does not override"):
-        chips.apply(worker(), Settings(enabled=True, tpu_chips=4))
+        sharing.TPU.apply(worker(), Settings(enabled=True, tpu_chips=4))
     assert os.environ[name] == "0"
 
 
 def test_auto_without_a_chip_says_to_give_the_number(clean_env):
-    clean_env.setattr(chips, "host_chips", lambda: 0)
+    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root: 0))
     with pytest.raises(SettingError, match=r"--tpumem-tpu-chips=auto: no TPU chip on this host .*--tpumem-tpu-chips=4"):
-        chips.apply(worker(), Settings(enabled=True, tpu_chips="auto"))
+        sharing.TPU.apply(worker(), Settings(enabled=True, tpu_chips="auto"))
 
 
 def test_auto_counts_the_hosts_chips(clean_env):
-    clean_env.setattr(chips, "host_chips", lambda: 8)
-    chips.apply(worker("gw1", 2), Settings(enabled=True, tpu_chips="auto"))
+    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root: 8))
+    sharing.TPU.apply(worker("gw1", 2), Settings(enabled=True, tpu_chips="auto"))
     assert os.environ["TPU_VISIBLE_CHIPS"] == "4,5,6,7"
 
 
@@ -207,7 +208,7 @@ def test_auto_counts_the_hosts_chips(clean_env):
 
 
 def test_a_replacement_worker_gets_the_chips_of_the_one_that_crashed():
-    slots = chips.ChipSlots(workers=2, chips=4)
+    slots = sharing.Slots(workers=2, count=4, slot_key="tpumem_chip_slot", count_key="tpumem_chips")
     nodes = {i: SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(3)}
     slots.pytest_configure_node(nodes[0])
     slots.pytest_configure_node(nodes[1])
@@ -224,7 +225,7 @@ def test_a_replacement_worker_gets_the_chips_of_the_one_that_crashed():
 def test_the_controller_counts_the_workers_on_this_host(tx, workers):
     options = {"collectonly": False, "dist": "load" if tx else "no", "tx": tx}
     config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
-    assert chips._local_workers(config) == workers
+    assert sharing.local_workers(config) == workers
 
 
 # --- through pytest-xdist -------------------------------------------------------------------------
@@ -384,7 +385,7 @@ def test_workers_sharing_the_chips_of_a_tpu_host_get_a_warning_without_the_optio
     monkeypatch.delenv("TPU_VISIBLE_CHIPS", raising=False)
     monkeypatch.delenv("TPU_VISIBLE_DEVICES", raising=False)
     config = _WarnedConfig()
-    chips._warn_if_shared(config, 2, str(tmp_path))
+    sharing.TPU.warn_if_shared(config, 2, str(tmp_path))
     assert config.warnings == [
         "pytest-tpumem: 2 pytest-xdist workers on a TPU host with 4 chips, and nothing gives each worker chips of "
         "its own: libtpu lets one process hold a chip, so the others will fail to start their backend; pass "
@@ -392,11 +393,11 @@ def test_workers_sharing_the_chips_of_a_tpu_host_get_a_warning_without_the_optio
     ]
     # a choice made elsewhere (JAX's conftest sets TPU_VISIBLE_CHIPS itself), one worker, no TPU: no warning
     monkeypatch.setenv("TPU_VISIBLE_CHIPS", "0")
-    chips._warn_if_shared(config, 2, str(tmp_path))
+    sharing.TPU.warn_if_shared(config, 2, str(tmp_path))
     monkeypatch.delenv("TPU_VISIBLE_CHIPS")
     monkeypatch.setenv("JAX_ENABLE_TPU_XDIST", "1")  # JAX's conftest gives each worker a chip itself
-    chips._warn_if_shared(config, 2, str(tmp_path))
+    sharing.TPU.warn_if_shared(config, 2, str(tmp_path))
     monkeypatch.delenv("JAX_ENABLE_TPU_XDIST")
-    chips._warn_if_shared(config, 1, str(tmp_path))
-    chips._warn_if_shared(config, 2, str(tmp_path / "nowhere"))
+    sharing.TPU.warn_if_shared(config, 1, str(tmp_path))
+    sharing.TPU.warn_if_shared(config, 2, str(tmp_path / "nowhere"))
     assert len(config.warnings) == 1

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_tpumem.glue import gpus
+from pytest_tpumem.glue import gpus, sharing
 from pytest_tpumem.glue.options import SettingError, Settings
 from pytest_tpumem.readings import jaxcompat
 
@@ -76,7 +76,7 @@ def worker(workerid="gw1", workercount=2, **more):
 
 def test_a_worker_gets_its_gpu_and_a_memory_variable_the_user_set_is_kept(clean_env):
     clean_env.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".2")
-    gpus.apply(worker("gw1", 4), Settings(enabled=True, gpus=2))
+    sharing.GPUS.apply(worker("gw1", 4), Settings(enabled=True, gpus=2))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == ".2"  # the user's, not 0.375
@@ -85,7 +85,7 @@ def test_a_worker_gets_its_gpu_and_a_memory_variable_the_user_set_is_kept(clean_
 def test_the_worker_count_may_come_from_xdists_environment(clean_env):
     """Where workerinput has no count, pytest-xdist's PYTEST_XDIST_WORKER_COUNT gives it."""
     clean_env.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
-    gpus.apply(SimpleNamespace(workerinput={"workerid": "gw2"}), Settings(enabled=True, gpus=2))
+    sharing.GPUS.apply(SimpleNamespace(workerinput={"workerid": "gw2"}), Settings(enabled=True, gpus=2))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # slot 2 of 3 on 2 GPUs: GPU 0, shared with slot 0
     assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.375"
 
@@ -95,20 +95,20 @@ def test_a_users_choice_of_gpus_is_never_overridden(clean_env):
     with pytest.raises(
         SettingError, match="CUDA_VISIBLE_DEVICES=3 is set already, and pytest-tpumem does not override"
     ):
-        gpus.apply(worker(), Settings(enabled=True, gpus=2))
+        sharing.GPUS.apply(worker(), Settings(enabled=True, gpus=2))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"
 
 
 def test_a_started_backend_is_too_late(clean_env):
     clean_env.setattr(jaxcompat, "backends_started", lambda: True)
     with pytest.raises(SettingError, match="--tpumem-gpus: jax's backend was started in worker gw1 before"):
-        gpus.apply(worker(), Settings(enabled=True, gpus=2))
+        sharing.GPUS.apply(worker(), Settings(enabled=True, gpus=2))
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
 def test_nothing_changes_outside_a_worker_or_without_the_option(clean_env):
-    gpus.apply(SimpleNamespace(), Settings(enabled=True, gpus=2))
-    gpus.apply(worker(), Settings(enabled=True))
+    sharing.GPUS.apply(SimpleNamespace(), Settings(enabled=True, gpus=2))
+    sharing.GPUS.apply(worker(), Settings(enabled=True))
     assert not any(name in os.environ for name in GPU_VARS)
 
 
@@ -133,14 +133,14 @@ def test_a_replacement_worker_gets_the_gpus_of_the_one_that_crashed(clean_env):
         getoption=lambda name, default=None: options.get(name, default),
         pluginmanager=SimpleNamespace(register=lambda plugin, name: registered.setdefault(name, plugin)),
     )
-    assert gpus.check_controller(config, Settings(enabled=True, gpus=2)).startswith("tpumem: --tpumem-gpus: 2 ")
+    assert sharing.GPUS.check_controller(config, Settings(enabled=True, gpus=2)).startswith("tpumem: --tpumem-gpus: 2 ")
     slots = registered["tpumem-gpus"]
     nodes = {i: SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(3)}
     slots.pytest_configure_node(nodes[0])
     slots.pytest_configure_node(nodes[1])
     slots.pytest_testnodedown(nodes[1], error="crashed")
     slots.pytest_configure_node(nodes[2])
-    gpus.apply(worker("gw2", 2, **nodes[2].workerinput), Settings(enabled=True, gpus=2))
+    sharing.GPUS.apply(worker("gw2", 2, **nodes[2].workerinput), Settings(enabled=True, gpus=2))
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
 
 
@@ -194,13 +194,13 @@ def test_without_the_option_a_gpu_host_with_workers_gets_a_warning(tmp_path, cle
     (tmp_path / "dev" / "nvidia0").write_text("")
     warned = []
     config = SimpleNamespace(issue_config_time_warning=lambda w, stacklevel: warned.append(str(w)))
-    gpus._warn_if_shared(config, 2, str(tmp_path))
+    sharing.GPUS.warn_if_shared(config, 2, str(tmp_path))
     assert warned == [
         "pytest-tpumem: 2 pytest-xdist workers on a host with 1 GPU, and nothing gives each worker GPUs or memory "
         "of its own: each JAX process takes 75% of its GPU when its backend starts, so the others run out of "
         "memory; pass --tpumem-gpus auto"
     ]
     clean_env.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the user chose: nothing to say
-    gpus._warn_if_shared(config, 2, str(tmp_path))
-    gpus._warn_if_shared(config, 1, str(tmp_path))  # one worker takes what one process takes
+    sharing.GPUS.warn_if_shared(config, 2, str(tmp_path))
+    sharing.GPUS.warn_if_shared(config, 1, str(tmp_path))  # one worker takes what one process takes
     assert len(warned) == 1
