@@ -65,6 +65,7 @@ from ..telling.svg import session_picture
 from ..telling.words import escaped
 from .measure import MEASURER
 from .options import Settings
+from .pytestcompat import fixture_location, fixture_value, fixture_value_of
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
 LEDGER_SAID = "tpumem_ledger_said"  # pytest-xdist workeroutput key: the worker's picture and write errors
@@ -187,7 +188,7 @@ class Ledger:
         self.set_up: list[str] = []  # wider-scope fixtures the running test set up
         self.fixtures_grew = 0  # host memory the wider-scope fixtures it set up grew while set up
         self.ended: list[str] = []  # wider-scope fixtures whose scope ended in the running test
-        self.active: dict[str, Any] = {}  # wider-scope fixtures alive: owner -> FixtureDef
+        self.active: dict[str, pytest.FixtureDef[Any]] = {}  # wider-scope fixtures alive: owner -> FixtureDef
         self.fixture_bytes: dict[str, int] = {}  # owner -> bytes of arrays it made, alive after its setup
         self.fixture_holds: dict[str, Any] = {}  # owner -> what its value holds, by path (over the threshold)
         self.fixtures_ended: dict[str, int] = {}  # owner -> bytes of what it made alive after its scope ended
@@ -267,8 +268,7 @@ class Ledger:
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         """pytest-benchmark's fixture, kept to add the residue to its ``extra_info`` once it is read
         (pytest-benchmark saves extra_info at the end of the run)."""
-        funcargs = getattr(item, "funcargs", None) or {}
-        bench = funcargs.get("benchmark")
+        bench = fixture_value_of(item, "benchmark")
         self._benchmark = bench if isinstance(getattr(bench, "extra_info", None), dict) else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -290,9 +290,9 @@ class Ledger:
         return self._take(owner)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Iterator[Any]:
         """A fixture of a wider scope: what it makes while set up is its own, not the test's."""
-        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixture_location(fixturedef))
         if owner is None or self.current is None:
             return (yield)
         before = self._take(self.current)  # what the test made so far is the test's
@@ -308,11 +308,11 @@ class Ledger:
         self.set_up.append(owner)
         held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
         if over(held, self.threshold):
-            self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
+            self.fixture_holds[owner] = fixture_holds(self.reader, owner, fixture_value(fixturedef))
         return result
 
-    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+    def pytest_fixture_post_finalizer(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> None:
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixture_location(fixturedef))
         if owner is not None and self.active.pop(owner, None) is not None:
             self.ended.append(owner)
 
@@ -324,7 +324,7 @@ class Ledger:
         compiled = dict(self._compiled_now)
         explanation = None
         if reading.started and over(reading.owned.get(test, 0), self.threshold):
-            values = {f"{owner}'s value": _value(fixturedef) for owner, fixturedef in self.active.items()}
+            values = {f"{owner}'s value": fixture_value(fixturedef) for owner, fixturedef in self.active.items()}
             values.update(module_values(getattr(item, "module", None)))
             walk = self.walks.walk()
             reading, explanation = explain(self.reader, test, reading, self.outcome, values, compiled, walk)
@@ -565,14 +565,6 @@ class Ledger:
         terminalreporter.write_sep("-", "tpumem ledger")
         for line in lines:
             terminalreporter.write_line(escaped(line))  # test ids, files and holders' names may hold control characters
-
-
-def _value(fixturedef: Any) -> Any:
-    """A fixture's value while it is set up (None where it raised or is gone)."""
-    cached = getattr(fixturedef, "cached_result", None)
-    if not cached or cached[2] is not None:
-        return None
-    return cached[0]
 
 
 def _host_share(worker: bool) -> tuple[int, str] | None:

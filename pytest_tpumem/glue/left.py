@@ -12,6 +12,7 @@ from ..decisions.ledger import fixture_owner
 from ..decisions.peak import LeftBehind
 from ..measuring.ledger import BEFORE_TESTS, made_by_line
 from .active import NAMES
+from .pytestcompat import fixture_defs, fixture_location
 
 SHOWN = 5  # the owners a test's report names (the largest); the figures count them all
 
@@ -21,11 +22,10 @@ def own_owners(item: pytest.Item) -> set[str]:
     fixtures made), the fixtures of a wider scope it uses, and what was alive before the first test
     (made at import: there whatever runs, and in whichever order)."""
     owners = {item.nodeid, BEFORE_TESTS}
-    info = getattr(item, "_fixtureinfo", None)
-    for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
+    for name, defs in fixture_defs(item).items():
         for fixturedef in defs:
             if getattr(fixturedef, "scope", "function") != "function":
-                owners.add(fixture_owner(fixturedef.scope, name, getattr(fixturedef, "baseid", "")))
+                owners.add(fixture_owner(fixturedef.scope, name, fixture_location(fixturedef)))
     return owners
 
 

@@ -49,7 +49,7 @@ from .failures import LeakFailure, PluginError, fail, warn
 from .left import explained, left_behind
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
-from .pytestcompat import call_arguments, expected_error
+from .pytestcompat import call_arguments, capture_suspended, expected_error, fixture_value_of
 from .recording import record, run_leak_check, with_files
 from .reporter import Reporter
 from .rerun import Reruns, unittest_between
@@ -462,8 +462,7 @@ class Measurer:
         if not plan.benchmark:
             return
 
-        bench = getattr(item, "funcargs", {}).get("benchmark")
-        extra = getattr(bench, "extra_info", None)
+        extra = getattr(fixture_value_of(item, "benchmark"), "extra_info", None)
         records = records_of(item.user_properties)
         if not isinstance(extra, dict) or not records:
             return
@@ -476,7 +475,6 @@ class Measurer:
         line ("[run 3/4]"), through the terminal reporter: it does not look hung. None otherwise
         (and in pytest-xdist workers, which have no terminal)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
         if self.config.get_verbosity() < 1 or reporter is None or hasattr(self.config, "workerinput"):
             return None
 
@@ -485,7 +483,7 @@ class Measurer:
         def show(done: int, total: int) -> None:
             if time.monotonic() - began < defaults.PROGRESS_AFTER_S:
                 return
-            with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            with capture_suspended(self.config):
                 reporter.write(progress(done, total), flush=True)
 
         return show

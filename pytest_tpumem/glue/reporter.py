@@ -36,6 +36,7 @@ from ..telling.run import (
 from . import outputs
 from .active import NAMES
 from .options import Settings
+from .pytestcompat import last_failed_narrows
 
 REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()  # config.stash[REPORTER]: the run's Reporter, under --tpumem
 
@@ -110,8 +111,7 @@ class Reporter:
         config = self.config
         if any("::" in a for a in config.args):
             return "test ids given as arguments"
-        lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's cacheprovider: --lf narrows without deselecting
-        if config.getoption("lf", False) and getattr(lf, "_previously_failed_count", 0):
+        if last_failed_narrows(config):
             return "--lf"
         return self.partial_files
 
