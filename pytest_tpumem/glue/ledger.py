@@ -38,7 +38,6 @@ from ..decisions.ledger import (
 )
 from ..measuring.ledger import BEFORE_TESTS, NumpyLooks, explain, fixture_holds, made_at_end, module_values
 from ..readings.between import BetweenTests
-from ..readings.devices import local_devices
 from ..readings.host import host_rss, malloc_figures, oom_kills, runner_limit, trim_host
 from ..readings.keepers import Budget
 from ..telling.files import Appended, write_atomic
@@ -63,7 +62,7 @@ from ..telling.ledger import (
 )
 from ..telling.svg import session_picture
 from ..telling.words import escaped
-from .measure import MEASURER
+from .active import devices
 from .options import Settings
 from .pytestcompat import fixture_location, fixture_value, fixture_value_of
 
@@ -142,6 +141,9 @@ def picture_path(config: pytest.Config, settings: Settings) -> str | None:
     return picture_beside(settings.json_path, recorder, worker_id(config))
 
 
+LEDGER: pytest.StashKey[Ledger] = pytest.StashKey()  # config.stash[LEDGER]: the run's suite ledger, where not blocked
+
+
 class FlightRecorder:
     """The ledger appended to a file, a JSON object a line, flushed after each (no fsync: a process
     killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not).
@@ -167,7 +169,8 @@ class FlightRecorder:
 
 
 class Ledger:
-    """Reads between tests and keeps each test's line (registered under --tpumem)."""
+    """Reads between tests and keeps each test's line (registered under --tpumem); reached through
+    ``config.stash[LEDGER]``."""
 
     def __init__(self, config: pytest.Config, settings: Settings):
         self.config = config
@@ -179,7 +182,7 @@ class Ledger:
         self.looks = NumpyLooks(defaults.HOST_ARRAY_MIN) if self.host_threshold else None
 
         self.walks = Budget()  # the run's time for walks of the heap and of referrers
-        self.reader = BetweenTests(self._devices)
+        self.reader = BetweenTests(lambda: devices(config))  # asked only once a backend runs
         self.first: Any = None  # the reading before the first test
         self.last: Any = None  # the last reading
         self.lines: list[Line] = []
@@ -211,15 +214,6 @@ class Ledger:
 
         # the kernel's OOM kills in this cgroup so far: a crashed worker is told by those after them
         self.oom_at_start = oom_kills()
-
-    def _devices(self) -> list[Any]:
-        """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
-        one): asked by the reading only once a backend runs."""
-        measurer = self.config.stash.get(MEASURER, None)
-        if measurer is not None:
-            return measurer.devices()
-
-        return local_devices()
 
     # --- the flight recorder ---------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from ..telling.run import (
     report_written,
 )
 from . import outputs
-from .active import NAMES
+from .ledger import LEDGER
 from .options import Settings
 from .pytestcompat import last_failed_narrows
 
@@ -218,7 +218,7 @@ class Reporter:
                 nodeid: Entry.of(records, self.outcomes.get(nodeid, ""), self.failures.get(nodeid, ""))
                 for nodeid, records in self.rows.items()
             }
-            ledger = self.config.pluginmanager.get_plugin(NAMES[2])  # None where -p no:tpumem-ledger blocked it
+            ledger = self.config.stash.get(LEDGER, None)  # None where -p no:tpumem-ledger blocked it
             self._report = reports.build(
                 tests, self._context(), (), ledger.report_part() if ledger is not None else None
             )
