@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -404,12 +404,28 @@ class Ledger:
                 if self.recorder.replaced():
                     self.write_errors.append(recorder_replaced(self.recorder.path))
                 self.recorder.close()
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:
-            if self.session is not None:
-                workeroutput[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
-            workeroutput[LEDGER_SAID] = {"picture": self.picture, "errors": self.write_errors}
-            workeroutput[LEDGER_TESTS] = self.report_tests()
+
+    def to_controller(self) -> dict[str, Any]:
+        """A pytest-xdist worker's session, picture, write errors and tests, for the controller."""
+        output = {
+            LEDGER_SAID: {"picture": self.picture, "errors": self.write_errors},
+            LEDGER_TESTS: self.report_tests(),
+        }
+        if self.session is not None:
+            output[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
+        return output
+
+    def from_worker(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller's side of to_controller."""
+        session = output.get(LEDGER_SESSION)
+        if isinstance(session, dict):
+            self.worker_sessions[worker] = session
+        said = output.get(LEDGER_SAID)
+        if isinstance(said, dict):
+            self.worker_said[worker] = said
+        tests = output.get(LEDGER_TESTS)
+        if isinstance(tests, dict):
+            self.worker_tests.update(tests)
 
     def report_tests(self) -> dict[str, dict[str, Any]]:
         """Each test's figures for the JSON report (the flight recorder has the whole line); a test
@@ -524,20 +540,6 @@ class Ledger:
         self.crashed.append({"worker": worker, "test": crashitem, "said": said})
 
         report.longrepr = f"{report.longrepr}\n" + "\n".join(escaped(line) for line in said)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        worker = str(getattr(node.gateway, "id", "?"))
-        session = output.get(LEDGER_SESSION)
-        if isinstance(session, dict):
-            self.worker_sessions[worker] = session
-        said = output.get(LEDGER_SAID)
-        if isinstance(said, dict):
-            self.worker_said[worker] = said
-        tests = output.get(LEDGER_TESTS)
-        if isinstance(tests, dict):
-            self.worker_tests.update(tests)
 
     def account(self) -> Any:
         """pytest-xdist controller: one account over every worker (decisions.ledger.Account), None
