@@ -550,7 +550,7 @@ class Ledger:
         return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold, self.host_threshold)
 
     @pytest.hookimpl(trylast=True)  # after the measured tests' summary
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.settings.top == 0:
             return
         account = self.account()

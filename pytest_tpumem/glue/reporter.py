@@ -109,7 +109,7 @@ class Reporter:
         self.deselected.update(i.nodeid for i in items)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: Worker, ids: list[str]) -> None:
         """pytest-xdist controller: the tests a worker collected (it collects, the controller does not)."""
         self.collected_ids.update(ids)
 
@@ -361,7 +361,7 @@ class Reporter:
         self.deselected.update(output.get("tpumem_deselected", ()))
         self.partial_files = self.partial_files or str(output.get("tpumem_partial_files") or "")
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         extra = self._report_lines()
         if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
             for line in self.write_errors:  # never hidden
