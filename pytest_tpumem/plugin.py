@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.enabled:
         from .glue import sharing
         from .glue.active import NAMES
-        from .glue.ledger import Ledger
+        from .glue.ledger import LEDGER, Ledger
         from .glue.measure import MEASURER, Measurer
         from .glue.reporter import REPORTER, Reporter
 
@@ -63,11 +63,13 @@ def pytest_configure(config: pytest.Config) -> None:
             shared = sharing.share_out(config, settings)
         except options.SettingError as e:
             raise pytest.UsageError(f"pytest-tpumem: {e}") from None
-        reporter = config.stash[REPORTER] = Reporter(config, settings)
-        measurer = config.stash[MEASURER] = Measurer(config, settings, reporter, shared)
-        config.pluginmanager.register(reporter, NAMES[0])
-        config.pluginmanager.register(measurer, NAMES[1])
-        config.pluginmanager.register(Ledger(config, settings), NAMES[2])
+        config.stash[REPORTER] = Reporter(config, settings)
+        config.stash[MEASURER] = Measurer(config, settings, shared)
+        config.pluginmanager.register(config.stash[REPORTER], NAMES[0])
+        config.pluginmanager.register(config.stash[MEASURER], NAMES[1])
+        if not config.pluginmanager.is_blocked(NAMES[2]):  # -p no:tpumem-ledger
+            config.stash[LEDGER] = Ledger(config, settings)
+            config.pluginmanager.register(config.stash[LEDGER], NAMES[2])
         return
     from .glue.off import Off
 
@@ -91,6 +93,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if settings is None or not settings.enabled:
         return  # off (or never configured): nothing was registered or stashed, and nothing more is imported
     from .glue.active import NAMES
+    from .glue.ledger import LEDGER
     from .glue.measure import MEASURER
     from .glue.reporter import REPORTER
 
@@ -98,10 +101,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin, name)
-    if MEASURER in config.stash:
-        del config.stash[MEASURER]
-    if REPORTER in config.stash:
-        del config.stash[REPORTER]
+    keys: tuple[pytest.StashKey[Any], ...] = (REPORTER, MEASURER, LEDGER)
+    for key in keys:
+        if key in config.stash:
+            del config.stash[key]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -38,7 +38,6 @@ from ..decisions.ledger import (
 )
 from ..measuring.ledger import BEFORE_TESTS, NumpyLooks, explain, fixture_holds, made_at_end, module_values
 from ..readings.between import BetweenTests
-from ..readings.devices import local_devices
 from ..readings.host import host_rss, malloc_figures, oom_kills, runner_limit, trim_host
 from ..readings.keepers import Budget
 from ..telling.files import Appended, write_atomic
@@ -63,8 +62,9 @@ from ..telling.ledger import (
 )
 from ..telling.svg import session_picture
 from ..telling.words import escaped
-from .measure import MEASURER
+from .active import devices
 from .options import Settings
+from .pytestcompat import fixture_location, fixture_value, fixture_value_of
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
 LEDGER_SAID = "tpumem_ledger_said"  # pytest-xdist workeroutput key: the worker's picture and write errors
@@ -141,6 +141,9 @@ def picture_path(config: pytest.Config, settings: Settings) -> str | None:
     return picture_beside(settings.json_path, recorder, worker_id(config))
 
 
+LEDGER: pytest.StashKey[Ledger] = pytest.StashKey()  # config.stash[LEDGER]: the run's suite ledger, where not blocked
+
+
 class FlightRecorder:
     """The ledger appended to a file, a JSON object a line, flushed after each (no fsync: a process
     killed by the kernel or os._exit keeps what was flushed, a machine that loses power may not).
@@ -166,7 +169,8 @@ class FlightRecorder:
 
 
 class Ledger:
-    """Reads between tests and keeps each test's line (registered under --tpumem)."""
+    """Reads between tests and keeps each test's line (registered under --tpumem); reached through
+    ``config.stash[LEDGER]``."""
 
     def __init__(self, config: pytest.Config, settings: Settings):
         self.config = config
@@ -178,7 +182,7 @@ class Ledger:
         self.looks = NumpyLooks(defaults.HOST_ARRAY_MIN) if self.host_threshold else None
 
         self.walks = Budget()  # the run's time for walks of the heap and of referrers
-        self.reader = BetweenTests(self._devices)
+        self.reader = BetweenTests(lambda: devices(config))  # asked only once a backend runs
         self.first: Any = None  # the reading before the first test
         self.last: Any = None  # the last reading
         self.lines: list[Line] = []
@@ -187,7 +191,7 @@ class Ledger:
         self.set_up: list[str] = []  # wider-scope fixtures the running test set up
         self.fixtures_grew = 0  # host memory the wider-scope fixtures it set up grew while set up
         self.ended: list[str] = []  # wider-scope fixtures whose scope ended in the running test
-        self.active: dict[str, Any] = {}  # wider-scope fixtures alive: owner -> FixtureDef
+        self.active: dict[str, pytest.FixtureDef[Any]] = {}  # wider-scope fixtures alive: owner -> FixtureDef
         self.fixture_bytes: dict[str, int] = {}  # owner -> bytes of arrays it made, alive after its setup
         self.fixture_holds: dict[str, Any] = {}  # owner -> what its value holds, by path (over the threshold)
         self.fixtures_ended: dict[str, int] = {}  # owner -> bytes of what it made alive after its scope ended
@@ -210,15 +214,6 @@ class Ledger:
 
         # the kernel's OOM kills in this cgroup so far: a crashed worker is told by those after them
         self.oom_at_start = oom_kills()
-
-    def _devices(self) -> list[Any]:
-        """The devices the Measurer reads (a ``pytest_tpumem_devices`` hook's, else every local
-        one): asked by the reading only once a backend runs."""
-        measurer = self.config.stash.get(MEASURER, None)
-        if measurer is not None:
-            return measurer.devices()
-
-        return local_devices()
 
     # --- the flight recorder ---------------------------------------------------------------------
 
@@ -267,8 +262,7 @@ class Ledger:
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         """pytest-benchmark's fixture, kept to add the residue to its ``extra_info`` once it is read
         (pytest-benchmark saves extra_info at the end of the run)."""
-        funcargs = getattr(item, "funcargs", None) or {}
-        bench = funcargs.get("benchmark")
+        bench = fixture_value_of(item, "benchmark")
         self._benchmark = bench if isinstance(getattr(bench, "extra_info", None), dict) else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -290,9 +284,9 @@ class Ledger:
         return self._take(owner)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Iterator[Any]:
         """A fixture of a wider scope: what it makes while set up is its own, not the test's."""
-        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixture_location(fixturedef))
         if owner is None or self.current is None:
             return (yield)
         before = self._take(self.current)  # what the test made so far is the test's
@@ -308,11 +302,11 @@ class Ledger:
         self.set_up.append(owner)
         held = self.fixture_bytes[owner] = reading.owned.get(owner, 0)
         if over(held, self.threshold):
-            self.fixture_holds[owner] = fixture_holds(self.reader, owner, _value(fixturedef))
+            self.fixture_holds[owner] = fixture_holds(self.reader, owner, fixture_value(fixturedef))
         return result
 
-    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixturedef.baseid)
+    def pytest_fixture_post_finalizer(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> None:
+        owner = owner_of_fixture(fixturedef.scope, fixturedef.argname, fixture_location(fixturedef))
         if owner is not None and self.active.pop(owner, None) is not None:
             self.ended.append(owner)
 
@@ -324,7 +318,7 @@ class Ledger:
         compiled = dict(self._compiled_now)
         explanation = None
         if reading.started and over(reading.owned.get(test, 0), self.threshold):
-            values = {f"{owner}'s value": _value(fixturedef) for owner, fixturedef in self.active.items()}
+            values = {f"{owner}'s value": fixture_value(fixturedef) for owner, fixturedef in self.active.items()}
             values.update(module_values(getattr(item, "module", None)))
             walk = self.walks.walk()
             reading, explanation = explain(self.reader, test, reading, self.outcome, values, compiled, walk)
@@ -410,12 +404,28 @@ class Ledger:
                 if self.recorder.replaced():
                     self.write_errors.append(recorder_replaced(self.recorder.path))
                 self.recorder.close()
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:
-            if self.session is not None:
-                workeroutput[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
-            workeroutput[LEDGER_SAID] = {"picture": self.picture, "errors": self.write_errors}
-            workeroutput[LEDGER_TESTS] = self.report_tests()
+
+    def to_controller(self) -> dict[str, Any]:
+        """A pytest-xdist worker's session, picture, write errors and tests, for the controller."""
+        output = {
+            LEDGER_SAID: {"picture": self.picture, "errors": self.write_errors},
+            LEDGER_TESTS: self.report_tests(),
+        }
+        if self.session is not None:
+            output[LEDGER_SESSION] = session_record(self.session, len(self.lines), *self._ingredients)
+        return output
+
+    def from_worker(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller's side of to_controller."""
+        session = output.get(LEDGER_SESSION)
+        if isinstance(session, dict):
+            self.worker_sessions[worker] = session
+        said = output.get(LEDGER_SAID)
+        if isinstance(said, dict):
+            self.worker_said[worker] = said
+        tests = output.get(LEDGER_TESTS)
+        if isinstance(tests, dict):
+            self.worker_tests.update(tests)
 
     def report_tests(self) -> dict[str, dict[str, Any]]:
         """Each test's figures for the JSON report (the flight recorder has the whole line); a test
@@ -531,20 +541,6 @@ class Ledger:
 
         report.longrepr = f"{report.longrepr}\n" + "\n".join(escaped(line) for line in said)
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        worker = str(getattr(node.gateway, "id", "?"))
-        session = output.get(LEDGER_SESSION)
-        if isinstance(session, dict):
-            self.worker_sessions[worker] = session
-        said = output.get(LEDGER_SAID)
-        if isinstance(said, dict):
-            self.worker_said[worker] = said
-        tests = output.get(LEDGER_TESTS)
-        if isinstance(tests, dict):
-            self.worker_tests.update(tests)
-
     def account(self) -> Any:
         """pytest-xdist controller: one account over every worker (decisions.ledger.Account), None
         where no worker sent a session and none crashed."""
@@ -554,7 +550,7 @@ class Ledger:
         return account_of(self.worker_sessions, self.worker_tests, self.crashed, self.threshold, self.host_threshold)
 
     @pytest.hookimpl(trylast=True)  # after the measured tests' summary
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.settings.top == 0:
             return
         account = self.account()
@@ -565,14 +561,6 @@ class Ledger:
         terminalreporter.write_sep("-", "tpumem ledger")
         for line in lines:
             terminalreporter.write_line(escaped(line))  # test ids, files and holders' names may hold control characters
-
-
-def _value(fixturedef: Any) -> Any:
-    """A fixture's value while it is set up (None where it raised or is gone)."""
-    cached = getattr(fixturedef, "cached_result", None)
-    if not cached or cached[2] is not None:
-        return None
-    return cached[0]
 
 
 def _host_share(worker: bool) -> tuple[int, str] | None:

@@ -4,14 +4,13 @@ and its failure names who left the rest and where."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from ..decisions.ledger import fixture_owner
 from ..decisions.peak import LeftBehind
 from ..measuring.ledger import BEFORE_TESTS, made_by_line
-from .active import NAMES
+from .ledger import LEDGER, Ledger
+from .pytestcompat import fixture_defs, fixture_location
 
 SHOWN = 5  # the owners a test's report names (the largest); the figures count them all
 
@@ -21,18 +20,17 @@ def own_owners(item: pytest.Item) -> set[str]:
     fixtures made), the fixtures of a wider scope it uses, and what was alive before the first test
     (made at import: there whatever runs, and in whichever order)."""
     owners = {item.nodeid, BEFORE_TESTS}
-    info = getattr(item, "_fixtureinfo", None)
-    for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
+    for name, defs in fixture_defs(item).items():
         for fixturedef in defs:
             if getattr(fixturedef, "scope", "function") != "function":
-                owners.add(fixture_owner(fixturedef.scope, name, getattr(fixturedef, "baseid", "")))
+                owners.add(fixture_owner(fixturedef.scope, name, fixture_location(fixturedef)))
     return owners
 
 
 def left_behind(item: pytest.Item) -> tuple[LeftBehind, ...]:
     """What other tests (and fixtures of a wider scope the test does not use) left alive now, the
     most first; () where the ledger is off or no backend runs."""
-    ledger: Any = item.config.pluginmanager.get_plugin(NAMES[2])
+    ledger = item.config.stash.get(LEDGER, None)
     if ledger is None:
         return ()
     reading = ledger.take(item.nodeid)  # arrays first seen now (made by its setup) are the test's
@@ -50,13 +48,13 @@ def left_behind(item: pytest.Item) -> tuple[LeftBehind, ...]:
 def explained(item: pytest.Item, left: tuple[LeftBehind, ...]) -> tuple[LeftBehind, ...]:
     """``left`` with, for the SHOWN largest, the line that made them and what keeps them (read now:
     for a failure's text); the rest as they are."""
-    ledger: Any = item.config.pluginmanager.get_plugin(NAMES[2])
+    ledger = item.config.stash.get(LEDGER, None)
     if ledger is None:
         return left
     return tuple(_explained(ledger, b.owner, b.devices) if i < SHOWN else b for i, b in enumerate(left))
 
 
-def _explained(ledger: Any, owner: str, devices: dict[str, int]) -> LeftBehind:
+def _explained(ledger: Ledger, owner: str, devices: dict[str, int]) -> LeftBehind:
     """``owner``'s arrays with the line that made most of them and what keeps them: from the
     ledger's explanation of the test where it named it, else the line read off the arrays now."""
     explanation = next((line.explanation for line in ledger.lines if line.test == owner and line.explanation), None)

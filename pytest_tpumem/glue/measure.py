@@ -31,7 +31,7 @@ from ..decisions.upcast import classify
 from ..errors import first_line
 from ..readings import jaxcompat
 from ..readings.capture import ProgramCapture
-from ..readings.devices import backend_summary, installed_versions, local_devices, read_used
+from ..readings.devices import backend_summary, installed_versions, read_used
 from ..readings.jaxcompat import Unavailable
 from ..readings.precision import read_precision
 from ..readings.tpu import TopologyError
@@ -45,13 +45,14 @@ from ..telling.results import message, row, section
 from ..telling.rows import records_of, regressed_row
 from ..telling.run import about, backend_failed, plugin_error, regressed
 from ..telling.target import capacity_source, no_libtpu, target_line
+from .active import devices
 from .failures import LeakFailure, PluginError, fail, warn
 from .left import explained, left_behind
 from .options import Settings
 from .plan import PLAN, TestPlan, is_unittest, plan_for
-from .pytestcompat import call_arguments, expected_error
+from .pytestcompat import call_arguments, capture_suspended, expected_error, fixture_value_of
 from .recording import record, run_leak_check, with_files
-from .reporter import Reporter
+from .reporter import REPORTER, Reporter
 from .rerun import Reruns, unittest_between
 
 MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()  # config.stash[MEASURER]: the run's Measurer, under --tpumem
@@ -75,27 +76,24 @@ def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
 class Measurer:
     """Measures each planned test; reached through ``config.stash[MEASURER]`` (the fixtures use it)."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, reporter: Reporter, shared: list[str] | None = None):
+    def __init__(self, config: pytest.Config, settings: Settings, shared: list[str] | None = None):
         self.config = config
         self.shared = shared or []  # the header's lines of what pytest-xdist's workers were given (GPUs)
         self.settings = settings
-        self.reporter = reporter  # where the run's counts and the baseline are
         self.collect_first: str | bool = False  # a test raised: its traceback's cycle may hold arrays until the
         # collector runs; "full" after a failure or an xfail, "young" (generations 0 and 1) after a skip
-        self._devices: list[Any] | None = None  # see devices(): read lazily, never before the first measured test
         self._backend: dict[str, Any] | None = None  # see backend()
+
+    @property
+    def reporter(self) -> Reporter:
+        """The run's Reporter: where the run's counts and the baseline are."""
+        return self.config.stash[REPORTER]
 
     # --- what is read, and when ------------------------------------------------------------------
 
     def devices(self) -> list[Any]:
-        """The devices to read: what a ``pytest_tpumem_devices`` hook returns, else every local
-        device. Starts jax's backend: called when the first measured test starts."""
-        if self._devices is None:
-            chosen = self.config.hook.pytest_tpumem_devices(config=self.config)
-            if chosen is None:
-                chosen = local_devices()
-            self._devices = list(chosen)
-        return self._devices
+        """The devices to read (glue.active.devices): starts jax's backend."""
+        return devices(self.config)
 
     def backend(self) -> dict[str, Any]:
         """The backend, its devices and which sources they offer, read once (with the backend started)."""
@@ -462,8 +460,7 @@ class Measurer:
         if not plan.benchmark:
             return
 
-        bench = getattr(item, "funcargs", {}).get("benchmark")
-        extra = getattr(bench, "extra_info", None)
+        extra = getattr(fixture_value_of(item, "benchmark"), "extra_info", None)
         records = records_of(item.user_properties)
         if not isinstance(extra, dict) or not records:
             return
@@ -476,7 +473,6 @@ class Measurer:
         line ("[run 3/4]"), through the terminal reporter: it does not look hung. None otherwise
         (and in pytest-xdist workers, which have no terminal)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
         if self.config.get_verbosity() < 1 or reporter is None or hasattr(self.config, "workerinput"):
             return None
 
@@ -485,7 +481,7 @@ class Measurer:
         def show(done: int, total: int) -> None:
             if time.monotonic() - began < defaults.PROGRESS_AFTER_S:
                 return
-            with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            with capture_suspended(self.config):
                 reporter.write(progress(done, total), flush=True)
 
         return show

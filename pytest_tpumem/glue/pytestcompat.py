@@ -3,6 +3,8 @@ does for jax), with a fallback where a pytest lacks them."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -39,6 +41,56 @@ def call_arguments(item: pytest.Function) -> dict[str, Any]:
     """The fixture values a test function is called with, by its own argument names (pytest's
     ``_fixtureinfo.argnames``: ``funcargs`` holds autouse fixtures' values too)."""
     return {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+
+
+def fixture_value_of(item: pytest.Item, name: str) -> Any:
+    """The value of the fixture ``name`` the test was given, None where it has none
+    (``Function.funcargs``, filled by _pytest/fixtures.py ``TopRequest._fillfixtures``; an item
+    that is not a function has none)."""
+    return (getattr(item, "funcargs", None) or {}).get(name)
+
+
+def fixture_defs(item: pytest.Item) -> dict[str, Sequence[pytest.FixtureDef[Any]]]:
+    """The fixtures a test may use, by name (``Function._fixtureinfo.name2fixturedefs``:
+    _pytest/fixtures.py ``FuncFixtureInfo``); {} for an item without them (a doctest, a custom item)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return dict(getattr(info, "name2fixturedefs", None) or {})
+
+
+def fixture_location(fixturedef: pytest.FixtureDef[Any]) -> str:
+    """Where a fixture is defined, as a node id ("" for a plugin's): ``FixtureDef.node``'s node id
+    where this pytest has it, else ``FixtureDef.baseid``, which it replaces (_pytest/fixtures.py
+    ``FixtureDef.__init__``: the one is the other's node id)."""
+    node = getattr(fixturedef, "node", None)
+    if node is not None:
+        return str(node.nodeid)
+    return str(getattr(fixturedef, "baseid", "") or "")
+
+
+def fixture_value(fixturedef: pytest.FixtureDef[Any]) -> Any:
+    """A fixture's value while it is set up, None where it raised or is torn down
+    (``FixtureDef.cached_result``: value, cache key, exception; _pytest/fixtures.py ``FixtureDef.execute``)."""
+    cached = getattr(fixturedef, "cached_result", None)
+    if not cached or cached[2] is not None:
+        return None
+    return cached[0]
+
+
+def last_failed_narrows(config: pytest.Config) -> bool:
+    """--lf narrowed this run to the last failures without deselecting the rest (the count
+    _pytest/cacheprovider.py ``LFPlugin.pytest_collection_modifyitems`` keeps in
+    ``_previously_failed_count``); False where this pytest keeps no such count."""
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    return bool(config.getoption("lf", False) and getattr(lf, "_previously_failed_count", 0))
+
+
+def capture_suspended(config: pytest.Config) -> contextlib.AbstractContextManager[Any]:
+    """The output capture suspended, the run's and a test's ``capsys``, to write on the terminal
+    while a test runs (_pytest/capture.py ``CaptureManager.global_and_fixture_disabled``); nothing
+    suspended where this pytest has no such manager."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    suspend = getattr(capture, "global_and_fixture_disabled", None)
+    return suspend() if callable(suspend) else contextlib.nullcontext()
 
 
 def log_capture_handlers(item: pytest.Item) -> list[Any]:

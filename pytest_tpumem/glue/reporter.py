@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 import pytest
 
@@ -34,10 +35,18 @@ from ..telling.run import (
     report_written,
 )
 from . import outputs
-from .active import NAMES
+from .ledger import LEDGER, Ledger
 from .options import Settings
+from .pytestcompat import last_failed_narrows
 
 REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()  # config.stash[REPORTER]: the run's Reporter, under --tpumem
+
+
+class Worker(Protocol):
+    """pytest-xdist's WorkerController, as its controller's hooks hand it (xdist/workermanage.py)."""
+
+    gateway: Any  # its ``id`` names the worker ("gw1")
+    workeroutput: dict[str, Any]  # what the worker sent as it finished (absent where it crashed)
 
 
 def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
@@ -100,7 +109,7 @@ class Reporter:
         self.deselected.update(i.nodeid for i in items)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: Worker, ids: list[str]) -> None:
         """pytest-xdist controller: the tests a worker collected (it collects, the controller does not)."""
         self.collected_ids.update(ids)
 
@@ -110,8 +119,7 @@ class Reporter:
         config = self.config
         if any("::" in a for a in config.args):
             return "test ids given as arguments"
-        lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's cacheprovider: --lf narrows without deselecting
-        if config.getoption("lf", False) and getattr(lf, "_previously_failed_count", 0):
+        if last_failed_narrows(config):
             return "--lf"
         return self.partial_files
 
@@ -190,16 +198,8 @@ class Reporter:
             self.outcomes[report.nodeid] = report.outcome
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:  # a pytest-xdist worker: what the controller's summary needs
-            if self.backend is not None:
-                workeroutput["tpumem_backend"] = self.backend
-            workeroutput["tpumem_skipped_without_libtpu"] = self.skipped_without_libtpu
-            workeroutput["tpumem_not_swept"] = sorted(self.not_swept)
-            workeroutput["tpumem_unrerunnable"] = sorted(self.unrerunnable)
-            workeroutput["tpumem_deselected"] = sorted(self.deselected)
-            workeroutput["tpumem_partial_files"] = self._partial_files()
-            return  # the controller writes the reports
+        if hasattr(self.config, "workeroutput"):
+            return  # a pytest-xdist worker: the controller writes the reports
         comparison = self.comparison()
         if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
@@ -218,7 +218,7 @@ class Reporter:
                 nodeid: Entry.of(records, self.outcomes.get(nodeid, ""), self.failures.get(nodeid, ""))
                 for nodeid, records in self.rows.items()
             }
-            ledger = self.config.pluginmanager.get_plugin(NAMES[2])  # None where -p no:tpumem-ledger blocked it
+            ledger = self.config.stash.get(LEDGER, None)  # None where -p no:tpumem-ledger blocked it
             self._report = reports.build(
                 tests, self._context(), (), ledger.report_part() if ledger is not None else None
             )
@@ -313,20 +313,55 @@ class Reporter:
         baseline = os.path.basename(self.settings.compare_path or "")
         write_atomic(path, page(self.report(), self.comparison(), baseline).encode())
 
+    # --- pytest-xdist: what a worker sends its controller, for every active part -----------------
+
+    def _parts(self) -> list[Reporter | Ledger]:
+        ledger = self.config.stash.get(LEDGER, None)
+        return [self] if ledger is None else [self, ledger]
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_to_controller(self, session: pytest.Session) -> Iterator[None]:
+        """pytest-xdist worker: what each part sends the controller, written once every part has
+        finished (the ledger's end is trylast), inside pytest-xdist's own wrapper, which sends it
+        (pytest takes a hook's implementations from names that start with ``pytest_``)."""
+        result = yield
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            for part in self._parts():
+                workeroutput.update(part.to_controller())
+        return result
+
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist controller: a worker's backend and counts, for the summary."""
-        output = getattr(node, "workeroutput", {})
+    def pytest_testnodedown(self, node: Worker, error: object) -> None:
+        """pytest-xdist controller: each part takes its share of what the worker sent."""
+        output = getattr(node, "workeroutput", None) or {}
+        worker = str(getattr(node.gateway, "id", "?"))
+        for part in self._parts():
+            part.from_worker(worker, output)
+
+    def to_controller(self) -> dict[str, Any]:
+        """A worker's backend and counts, for the controller's summary."""
+        return {
+            **({"tpumem_backend": self.backend} if self.backend is not None else {}),
+            "tpumem_skipped_without_libtpu": self.skipped_without_libtpu,
+            "tpumem_not_swept": sorted(self.not_swept),
+            "tpumem_unrerunnable": sorted(self.unrerunnable),
+            "tpumem_deselected": sorted(self.deselected),
+            "tpumem_partial_files": self._partial_files(),
+        }
+
+    def from_worker(self, worker: str, output: Mapping[str, Any]) -> None:
+        """The controller's side of to_controller."""
         backend = output.get("tpumem_backend")
         if isinstance(backend, dict):
-            self.worker_backends[str(getattr(node.gateway, "id", "?"))] = backend
+            self.worker_backends[worker] = backend
         self.skipped_without_libtpu += int(output.get("tpumem_skipped_without_libtpu", 0))
         self.not_swept.update(output.get("tpumem_not_swept", ()))
         self.unrerunnable.update(output.get("tpumem_unrerunnable", ()))
         self.deselected.update(output.get("tpumem_deselected", ()))
         self.partial_files = self.partial_files or str(output.get("tpumem_partial_files") or "")
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         extra = self._report_lines()
         if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
             for line in self.write_errors:  # never hidden

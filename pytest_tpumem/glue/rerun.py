@@ -26,7 +26,7 @@ import pytest
 
 from ..decisions.oom import is_oom
 from ..telling.run import not_rerunnable
-from .pytestcompat import log_capture_handlers
+from .pytestcompat import fixture_value_of, log_capture_handlers
 
 _PASSED_THROUGH = (pytest.skip.Exception, pytest.xfail.Exception, unittest.SkipTest)
 
@@ -46,7 +46,7 @@ class _PerTest:
             now.seek(position if now is stream else 0)
             now.truncate()
         del self.item.user_properties[self.properties :]
-        recwarn = getattr(self.item, "funcargs", {}).get("recwarn")
+        recwarn = fixture_value_of(self.item, "recwarn")
         if recwarn is not None and hasattr(recwarn, "clear"):
             recwarn.clear()
 

@@ -111,7 +111,7 @@ def test_the_controller_reports_the_tests_each_worker_read(ledger):
         LEDGER_SAID: {"picture": None, "errors": []},
         LEDGER_TESTS: {TEST: {**report_record(line), "worker": "gw1"}},
     }
-    ledger.pytest_testnodedown(SimpleNamespace(gateway=SimpleNamespace(id="gw1"), workeroutput=output), None)
+    ledger.from_worker("gw1", output)
     tests = ledger.report_part().tests
     assert tests == {TEST: {**report_record(line), "worker": "gw1"}} and tests[TEST]["residue"] == 12 * MB
     assert ledger.worker_sessions == {"gw1": output[LEDGER_SESSION]}
