@@ -1,12 +1,13 @@
-"""What check_leaks refuses before it runs anything (decisions.leak.validate, parse_host): each bad
-argument is one ValueError that names it, its value and what is accepted, at the bounds."""
+"""What check_leaks refuses before it runs anything (decisions.leakoptions: LeakOptions.parse,
+parse_host, check_callable): each bad argument is one ValueError that names it, its value and what
+is accepted, at the bounds."""
 
 import functools
 
 import pytest
 
 from pytest_tpumem import defaults
-from pytest_tpumem.decisions.leak import parse_host, validate
+from pytest_tpumem.decisions.leakoptions import LeakOptions, check_callable, parse_host
 
 
 def run():
@@ -30,7 +31,7 @@ def run_gen():
     [(1, 0), (defaults.MAX_ITERATIONS, defaults.MAX_WARMUP)],
 )
 def test_the_counts_at_their_bounds_are_accepted(iterations, warmup):
-    assert validate(run, iterations, warmup) is None
+    assert LeakOptions.parse(iterations, warmup) == LeakOptions(iterations, warmup)
 
 
 @pytest.mark.parametrize(
@@ -48,13 +49,13 @@ def test_the_counts_at_their_bounds_are_accepted(iterations, warmup):
 )
 def test_a_count_out_of_its_bounds_is_one_line_naming_it(iterations, warmup, said):
     with pytest.raises(ValueError) as e:
-        validate(run, iterations, warmup)
+        LeakOptions.parse(iterations, warmup)
     assert str(e.value) == said
 
 
 def test_a_function_that_is_not_callable_is_named():
     with pytest.raises(ValueError) as e:
-        validate(42, 3, 1)
+        check_callable(42)
     assert str(e.value) == "fn=42 is not callable; pass the function to run, then its arguments"
 
 
@@ -70,25 +71,25 @@ def test_a_function_that_is_not_callable_is_named():
 )
 def test_a_function_whose_call_runs_none_of_its_body_is_refused(fn, said):
     with pytest.raises(ValueError) as e:
-        validate(fn, 3, 1)
+        check_callable(fn)
     assert str(e.value).startswith("fn=") and said in str(e.value)
 
 
 def test_the_fixes_are_spelled_out():
     with pytest.raises(ValueError, match=r"e\.g\. lambda: asyncio\.run\(fn\(\)\)$"):
-        validate(run_async, 3, 1)
+        check_callable(run_async)
     with pytest.raises(ValueError, match=r"e\.g\. lambda: list\(fn\(\)\)$"):
-        validate(run_gen, 3, 1)
+        check_callable(run_gen)
 
 
 def test_a_plain_partial_is_accepted():
-    assert validate(functools.partial(run), 3, 1) is None
+    assert check_callable(functools.partial(run)) is None
 
 
 def test_clear_caches_takes_a_bool_only():
-    assert validate(run, 3, 1, clear_caches=False) is None
+    assert LeakOptions.parse(3, 1, clear_caches=False).clear_caches is False
     with pytest.raises(ValueError) as e:
-        validate(run, 3, 1, clear_caches=1)
+        LeakOptions.parse(3, 1, clear_caches=1)
     assert str(e.value) == "clear_caches=1: expected True or False"
 
 
@@ -103,7 +104,7 @@ class Spelled:
 def test_a_value_is_shown_on_one_line_and_cut_past_sixty_characters():
     def said(value):
         with pytest.raises(ValueError) as e:
-            validate(Spelled(value), 3, 1)
+            check_callable(Spelled(value))
         return str(e.value).removesuffix(" is not callable; pass the function to run, then its arguments")
 
     assert said("<a\n    b>") == "fn=<a b>"  # whitespace runs, newlines too, become one space
@@ -135,7 +136,7 @@ class Curried:
 
 def test_a_wrapper_is_looked_through_to_the_function_it_keeps():
     with pytest.raises(ValueError, match=r"is an async function: "):
-        validate(Curried(run_async), 3, 1)
+        check_callable(Curried(run_async))
     with pytest.raises(ValueError, match=r"is a generator function: "):
-        validate(Curried(run_gen), 3, 1)
-    assert validate(Curried(run), 3, 1) is None
+        check_callable(Curried(run_gen))
+    assert check_callable(Curried(run)) is None
