@@ -140,3 +140,96 @@ def test_a_wrapper_is_looked_through_to_the_function_it_keeps():
     with pytest.raises(ValueError, match=r"is a generator function: "):
         check_callable(Curried(run_gen))
     assert check_callable(Curried(run)) is None
+
+
+def test_parse_without_arguments_is_the_defaults():
+    assert (
+        LeakOptions.parse()
+        == LeakOptions()
+        == LeakOptions(
+            defaults.ITERATIONS, defaults.WARMUP, defaults.LEAK_THRESHOLD, defaults.CLEAR_CACHES, True, False
+        )
+    )
+
+
+def test_every_option_is_kept_as_parsed():
+    parsed = LeakOptions.parse(2, 0, "1.5MB", False, "5MB", True)
+    assert parsed == LeakOptions(2, 0, 1_500_000, False, 5_000_000, True)
+    assert LeakOptions.parse(threshold=7, host=False) == LeakOptions(threshold=7, host=False)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "said"),
+    [
+        (0, "threshold: 0 must be more than 0 bytes; expected "),
+        ("0MB", "threshold: '0MB' must be more than 0 bytes; expected "),
+        (-1, "threshold: -1 must be more than 0 bytes; expected "),
+        (None, "threshold: None is not a size; expected "),  # no run's to stand for
+        ("lots", "threshold: 'lots' is not a size; expected "),
+    ],
+)
+def test_a_threshold_is_a_size_of_at_least_one_byte(threshold, said):
+    assert LeakOptions.parse(threshold=1).threshold == 1
+    with pytest.raises(ValueError) as e:
+        LeakOptions.parse(threshold=threshold)
+    assert str(e.value).startswith(said)
+
+
+def test_a_host_of_none_is_refused_without_a_run():
+    with pytest.raises(ValueError) as e:
+        LeakOptions.parse(host=None)
+    assert str(e.value).startswith("host: None is not a size; expected ")
+    assert str(e.value).endswith("; or True (judged with the threshold) or False (not judged)")
+
+
+def test_a_threshold_or_host_of_none_is_the_runs():
+    run = LeakOptions(threshold=5_000_000, host=False)
+    assert LeakOptions.parse(3, 1, None, True, None, run=run) == LeakOptions(3, 1, 5_000_000, True, False)
+    given = LeakOptions.parse(3, 1, "1MB", True, "2MB", run=run)  # what is given wins over the run's
+    assert (given.threshold, given.host) == (10**6, 2 * 10**6)
+    assert LeakOptions.parse(host=True, run=run).host is True
+    with pytest.raises(ValueError, match=r"^threshold: 0 must be more than 0 bytes"):
+        LeakOptions.parse(threshold=0, run=run)  # given, it is checked as without a run
+
+
+def test_confirm_cleared_asks_for_the_caches_kept():
+    assert LeakOptions.parse(clear_caches=False, confirm_cleared=True).confirm_cleared is True
+    assert LeakOptions.parse(clear_caches=False).confirm_cleared is False
+    with pytest.raises(ValueError) as e:
+        LeakOptions.parse(clear_caches=True, confirm_cleared=True)
+    assert str(e.value) == (
+        "confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)"
+    )
+
+
+def test_the_first_bad_option_is_named_in_order():
+    def said(**given):
+        with pytest.raises(ValueError) as e:
+            LeakOptions.parse(**given)
+        return str(e.value).split(":")[0].split("=")[0]
+
+    bad = {"iterations": 0, "warmup": -1, "clear_caches": 1, "threshold": "lots", "host": "much"}
+    assert said(**bad) == "iterations"
+    assert said(**{**bad, "iterations": 3}) == "warmup"
+    assert said(**{**bad, "iterations": 3, "warmup": 1}) == "clear_caches"
+    assert said(**{**bad, "iterations": 3, "warmup": 1, "clear_caches": True}) == "threshold"
+    assert said(iterations=3, warmup=1, clear_caches=True, threshold=1, host="much") == "host"
+    assert said(threshold="lots", clear_caches=True, confirm_cleared=True) == "threshold"
+    assert said(host="much", clear_caches=True, confirm_cleared=True) == "host"
+
+
+def test_a_count_is_shown_on_one_line_and_cut_past_sixty_characters():
+    with pytest.raises(ValueError) as e:
+        LeakOptions.parse(iterations=Spelled("x" * 59 + "yz"))
+    assert str(e.value) == "iterations=" + "x" * 59 + "y...: expected an int from 1 to 1000"
+
+
+def test_host_is_named_where_it_came_from_and_with_the_callers_bools():
+    with pytest.raises(ValueError) as e:
+        parse_host("much", "ini tpumem_leak_host", "on, or off")
+    assert str(e.value).startswith("ini tpumem_leak_host: 'much' is not a size; expected ")
+    assert str(e.value).endswith("; or on, or off")
+    with pytest.raises(ValueError) as e:
+        parse_host(0)
+    assert str(e.value).startswith("host: 0 must be more than 0 bytes")
+    assert parse_host(1) == 1
