@@ -1,10 +1,6 @@
-"""What a leak check is asked, checked before anything runs: ``LeakOptions.parse`` for the marker,
-the leak_check fixture and check_leaks alike, ``parse_host`` for them and --tpumem-leak-host, and
-``check_callable`` for the function to run. A bad value is one ValueError that names it and what is
-accepted; the caller says where it came from (the marker, the fixture, the option).
-
-Imported by glue/options.py where --tpumem-leak-host is given, in a run without --tpumem too: it
-imports nothing of the package but units and defaults."""
+"""What a leak check is asked, checked before anything runs, for the marker, the fixture and
+check_leaks alike: each bad value one ValueError naming it and what is accepted, where it came from
+said by the caller. Imports only units and defaults: glue/options.py loads it without --tpumem."""
 
 from __future__ import annotations
 

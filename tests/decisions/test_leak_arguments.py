@@ -75,6 +75,13 @@ def test_a_function_whose_call_runs_none_of_its_body_is_refused(fn, said):
     assert str(e.value).startswith("fn=") and said in str(e.value)
 
 
+@pytest.mark.parametrize("fn", [run_async, run_gen])
+def test_a_function_whose_call_runs_none_of_its_body_is_named_as_given(fn):
+    with pytest.raises(ValueError) as e:
+        check_callable(fn)
+    assert str(e.value).startswith(f"fn={fn!r} is a")
+
+
 def test_the_fixes_are_spelled_out():
     with pytest.raises(ValueError, match=r"e\.g\. lambda: asyncio\.run\(fn\(\)\)$"):
         check_callable(run_async)
