@@ -21,14 +21,14 @@ from typing import Any
 from . import defaults
 from .decisions import leak, peak
 from .decisions.leak import LeakReport
+from .decisions.leakoptions import LeakOptions, check_callable
 from .decisions.peak import PeakReport
-from .measuring.leak import LeakRuns
+from .measuring.leak import LeakRuns, Runs
 from .measuring.peak import PeakWatch
 from .readings import devices as device_readings
 from .readings import programs as program_readings
 from .readings.jaxcompat import Unavailable
 from .telling.results import message, section
-from .units import parse_size
 
 __all__ = ["LeakError", "PeakTracker", "check_leaks", "message", "section"]
 
@@ -79,46 +79,36 @@ def check_leaks(
     check leaks, instead of returning the report. Keyword arguments named like this function's own
     are taken here, not passed to ``fn``: give them to ``fn`` with ``functools.partial``.
     """
-    leak.validate(fn, iterations, warmup, clear_caches)
-    judged_host = leak.parse_host(host)
-    if confirm_cleared and clear_caches:
-        raise ValueError(
-            "confirm_cleared=True: expected clear_caches=False (with clear_caches=True every reading is after clearing)"
-        )
-    limit = parse_size(threshold, what="threshold")
+    check_callable(fn)
+    options = LeakOptions.parse(iterations, warmup, threshold, clear_caches, host, confirm_cleared)
+    report = check_leaks_with(
+        options, fn, args, kwargs, devices=devices, capacity=capacity, progress=progress, profile=profile
+    )
+    if raise_on_leak and report.leaking:
+        raise LeakError(report, message(report))
+    return report
+
+
+def check_leaks_with(
+    options: LeakOptions,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    devices: list[Any] | None = None,
+    capacity: tuple[int, str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    profile: bool = False,
+) -> LeakReport:
+    """check_leaks with its options made (``LeakOptions.parse``) and ``fn`` checked where it was
+    asked for: what the plugin's marker, sweep and fixture run."""
+    iterations, warmup = options.iterations, options.warmup
     devices = device_readings.local_devices() if devices is None else list(devices)
-    runner = LeakRuns(fn, args, kwargs, devices, clear_caches, progress)
+    runner = LeakRuns(fn, args, kwargs or {}, devices, options.clear_caches, progress)
     with runner:
         runs = runner.measure(warmup, iterations, profile)
-        programs_confirmed_by = 0
-        if iterations < leak.MIN_PROGRAM_RUNS and runner.kept_new():  # one run cannot show the cache growing
-            programs_confirmed_by = max(leak.MIN_PROGRAM_RUNS - iterations, defaults.CONFIRM_RUNS)
-            total, step, more = warmup + iterations, runner.progress, programs_confirmed_by
-            try:
-                runner.confirm_programs(more, lambda done: step(total + done, total + more))
-            except Exception:  # code that cannot run again: the new programs of one run are not judged
-                programs_confirmed_by = 0
-        kept = runner.programs_kept()  # every program the check held is let go of
-        runs.new_programs = kept if iterations >= leak.MIN_PROGRAM_RUNS or programs_confirmed_by else []
-        if leak.kept_in_every_iteration(runs.new_programs):  # held by what the code keeps, or by jax alone?
-            try:
-                held = runner.not_held_by_jax_alone(runs.new_programs)
-            except Unavailable as e:  # cannot be told apart on this jax: not judged, and said
-                held, runs.programs_unjudged = [], str(e)
-            still = {m.key for made in held for m in made}
-            runs.held_by_jax = [[m for m in made if m.key not in still] for made in runs.new_programs] if held else []
-            runs.new_programs = held
-        report = leak.judge(
-            runs,
-            iterations,
-            warmup,
-            limit,
-            judged_host,
-            capacity,
-            clear_caches,
-            confirm_cleared,
-            programs_confirmed_by,
-        )
+        programs_confirmed_by = _new_programs(runner, runs, options)
+        report = leak.judge(runs, options, capacity, programs_confirmed_by)
         runs_after_baseline = iterations + programs_confirmed_by  # runs whose arrays can be leak sites
         if leak.to_confirm(report):
             more = max(iterations, defaults.CONFIRM_RUNS)
@@ -128,7 +118,7 @@ def check_leaks(
                 points = runner.confirm(
                     runs.points[-1],
                     more,
-                    clear_caches or confirm_cleared,
+                    options.clear_caches or options.confirm_cleared,
                     lambda done: step(total + done, total + more),
                 )
             except Exception as e:  # code that cannot run again (a stream run dry): the first runs' verdict stands
@@ -144,9 +134,32 @@ def check_leaks(
             report = replace(report, host_sites=leak.host_sites(runner.trace_host()))
         except Exception as e:  # code that cannot run once more (a stream run dry): the verdict stands
             report = replace(report, host_trace_error=_error_line(e))
-    if raise_on_leak and report.leaking:
-        raise LeakError(report, message(report))
     return report
+
+
+def _new_programs(runner: LeakRuns, runs: Runs, options: LeakOptions) -> int:
+    """The programs new to every run after the warmup that jax still holds (caches kept; else none),
+    put in ``runs`` (those jax alone held apart); the runs more that confirmed one iteration's (0: none)."""
+    iterations, warmup = options.iterations, options.warmup
+    confirmed_by = 0
+    if iterations < leak.MIN_PROGRAM_RUNS and runner.kept_new():  # one run cannot show the cache growing
+        confirmed_by = max(leak.MIN_PROGRAM_RUNS - iterations, defaults.CONFIRM_RUNS)
+        total, step, more = warmup + iterations, runner.progress, confirmed_by
+        try:
+            runner.confirm_programs(more, lambda done: step(total + done, total + more))
+        except Exception:  # code that cannot run again: the new programs of one run are not judged
+            confirmed_by = 0
+    kept = runner.programs_kept()  # every program the check held is let go of
+    runs.new_programs = kept if iterations >= leak.MIN_PROGRAM_RUNS or confirmed_by else []
+    if leak.kept_in_every_iteration(runs.new_programs):  # held by what the code keeps, or by jax alone?
+        try:
+            held = runner.not_held_by_jax_alone(runs.new_programs)
+        except Unavailable as e:  # cannot be told apart on this jax: not judged, and said
+            held, runs.programs_unjudged = [], str(e)
+        still = {m.key for made in held for m in made}
+        runs.held_by_jax = [[m for m in made if m.key not in still] for made in runs.new_programs] if held else []
+        runs.new_programs = held
+    return confirmed_by
 
 
 class PeakTracker:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st  # noqa: E402
 from pytest_tpumem.decisions import entry as entries  # noqa: E402
 from pytest_tpumem.decisions.compare import ToleranceError, compare, parse_tolerance, parse_tolerances  # noqa: E402
 from pytest_tpumem.decisions.entry import Report  # noqa: E402
+from pytest_tpumem.decisions.leakoptions import LeakOptions  # noqa: E402
 from pytest_tpumem.errors import ReportError  # noqa: E402
 from pytest_tpumem.glue import markers, options  # noqa: E402
 from pytest_tpumem.telling import report as reports  # noqa: E402
@@ -103,14 +104,18 @@ KEYWORDS = st.sampled_from(
 @BOUNDED
 @given(st.sampled_from(markers.MARKERS), st.lists(ARG, max_size=2), st.dictionaries(KEYWORDS, ARG, max_size=3))
 def test_a_marker_is_parsed_or_fails_its_test_with_one_line(fn, args, kwargs):
+    mark = Mark(args, kwargs)
     try:
-        parsed = markers.parse(fn, Mark(args, kwargs))
+        parsed = markers.leak_options(mark, LeakOptions()) if fn is markers.leak_check else markers.parse(fn, mark)
     except markers.MarkerError as e:
         assert str(e).startswith(f"@pytest.mark.{fn.__name__}(") and "\n" not in str(e)
     else:
-        assert isinstance(parsed, dict)
-        if fn is markers.leak_check:
-            assert 1 <= parsed["iterations"] <= 1000 and 0 <= parsed["warmup"] <= 100
+        if fn is markers.leak_check:  # checked whether it is switched on or off
+            options = LeakOptions.parse(**markers.parse(fn, mark)["given"], run=LeakOptions())
+            assert parsed in (None, options)
+            assert 1 <= options.iterations <= 1000 and 0 <= options.warmup <= 100
+        else:
+            assert isinstance(parsed, dict)
 
 
 def _valid_report():

@@ -49,13 +49,11 @@ The runs are made and read by measuring.leak; this module judges what they read 
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import defaults
 from ..measuring.leak import HOST_OTHER, HOST_RSS, Point, Runs
-from ..units import SizeError, parse_size
+from .leakoptions import LeakOptions
 from .verdict import Verdict
 
 
@@ -291,56 +289,10 @@ class LeakReport:
         return max((s.growth for s in self.series if s.device == device), default=0)
 
 
-def validate(fn: Any, iterations: Any, warmup: Any, clear_caches: Any = True) -> None:
-    """ValueError (one line naming the value) for arguments check_leaks cannot run with."""
-    if not callable(fn):
-        raise ValueError(f"fn={_short_repr(fn)} is not callable; pass the function to run, then its arguments")
-    target = getattr(fn, "func", fn)  # a functools.partial's function
-    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
-        raise ValueError(
-            f"fn={_short_repr(fn)} is an async function: calling it only makes a coroutine, and its body would never "
-            "run; pass a function that runs it, e.g. lambda: asyncio.run(fn())"
-        )
-    if inspect.isgeneratorfunction(target):
-        raise ValueError(
-            f"fn={_short_repr(fn)} is a generator function: calling it runs none of its body; pass a function that "
-            "exhausts it, e.g. lambda: list(fn())"
-        )
-    for name, value, least, most in (
-        ("iterations", iterations, 1, defaults.MAX_ITERATIONS),
-        ("warmup", warmup, 0, defaults.MAX_WARMUP),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-            raise ValueError(f"{name}={_short_repr(value)}: expected an int from {least} to {most}")
-    if not isinstance(clear_caches, bool):
-        raise ValueError(f"clear_caches={clear_caches!r}: expected True or False")
-
-
-def parse_host(host: Any) -> bool | int:
-    """``host=``: True (host RSS judged with the threshold), False (not judged) or a size (its own
-    threshold); ValueError naming the value otherwise."""
-    if isinstance(host, bool):
-        return host
-    try:
-        return parse_size(host, what="host")
-    except SizeError as e:
-        raise ValueError(f"{e}; or True (judged with the threshold) or False (not judged)") from None
-
-
-def _short_repr(value: Any) -> str:
-    text = " ".join(repr(value).split())
-    return text[:60] + ("..." if len(text) > 60 else "")
-
-
 def judge(
     runs: Runs,
-    iterations: int,
-    warmup: int,
-    threshold: int,
-    host: bool | int = True,
+    options: LeakOptions,
     capacity: tuple[int, str] | None = None,
-    clear_caches: bool = True,
-    confirm_cleared: bool = False,
     programs_confirmed_by: int = 0,
 ) -> LeakReport:
     """The report of the measured runs (measuring.leak): a series per source read at every point.
@@ -361,19 +313,19 @@ def judge(
                 Series(name, device, tuple(p[name][0] for p in points), limit, source, every=rss, shown_only=shown)
             )
     return LeakReport(
-        iterations,
-        warmup,
-        threshold,
+        options.iterations,
+        options.warmup,
+        options.threshold,
         tuple(series),
         compiled=runs.compiled,
-        kept_programs=() if clear_caches else kept_in_every_iteration(runs.new_programs),
+        kept_programs=() if options.clear_caches else kept_in_every_iteration(runs.new_programs),
         programs_confirmed_by=programs_confirmed_by,
         held_by_jax=kept_in_every_iteration(runs.held_by_jax),
         programs_unjudged=runs.programs_unjudged,
         cache_residue=runs.residue,
-        clear_caches=clear_caches,
-        confirmed_cleared=confirm_cleared,
-        host=host,
+        clear_caches=options.clear_caches,
+        confirmed_cleared=options.confirm_cleared,
+        host=options.host,
         profiles=runs.profiles,
     )
 

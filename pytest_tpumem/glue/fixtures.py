@@ -11,7 +11,7 @@ import pytest
 
 from .. import defaults
 from ..decisions.budget import costly
-from ..decisions.leak import parse_host, validate
+from ..decisions.leakoptions import LeakOptions, check_callable
 from ..decisions.target import ProgramJudgement, TargetResult
 from ..decisions.upcast import classify
 from ..readings.precision import read_precision
@@ -30,7 +30,7 @@ from .reporter import REPORTER
 
 def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     settings = request.config.stash[SETTINGS]
-    default = settings.leak_threshold
+    run = LeakOptions(threshold=settings.leak_threshold, host=settings.leak_host)
 
     def leak_check(
         fn: Callable[..., Any],
@@ -44,23 +44,14 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         **kwargs: Any,
     ) -> Any:
         try:
-            validate(fn, iterations, warmup, clear_caches)
-            limit = default if threshold is None else parse_size(threshold, what="threshold")
-            judged = settings.leak_host if host is None else parse_host(host)
-        except (SizeError, ValueError) as e:
+            check_callable(fn)
+            options = LeakOptions.parse(iterations, warmup, threshold, clear_caches, host, run=run)
+        except ValueError as e:
             fail(about("leak_check(...)", e))
         # fn's own keywords go through partial, so none can collide with check_leaks' options.
         call = functools.partial(fn, *args, **kwargs)
-        report = run_leak_check(
-            request.node,
-            call,
-            request.config.stash.get(MEASURER, None),  # None without --tpumem
-            iterations=iterations,
-            warmup=warmup,
-            threshold=limit,
-            clear_caches=clear_caches,
-            host=judged,
-        )
+        measurer = request.config.stash.get(MEASURER, None)  # None without --tpumem
+        report = run_leak_check(request.node, call, measurer, options)
         if report.leaking:
             raise LeakFailure(report, request.config.get_verbosity())
         return report

@@ -8,11 +8,16 @@ pytest run (the help is registered then): functions only, nothing built at impor
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import ACCEPTED, SizeError, format_size, parse_size
+
+if TYPE_CHECKING:
+    from ..decisions.leakoptions import LeakOptions
 
 
 class MarkerError(ValueError):
@@ -44,20 +49,16 @@ def leak_check(
     in between, and fail on per-iteration growth at or above threshold (None: --tpumem-leak-threshold);
     host: host RSS judged with the threshold (True), with its own ("200MB") or not (False), None:
     --tpumem-leak-host; leak_check(False) exempts the test from --tpumem-leak-check=all."""
-    from ..decisions.leak import parse_host, validate
-
     if not isinstance(enabled, bool):
         raise ValueError(f"enabled={enabled!r}: expected True or False")
-    validate(lambda: None, iterations, warmup, clear_caches)
-    size = None if threshold is None else parse_size(threshold, what="threshold")
-    return {
-        "enabled": enabled,
+    given = {
         "iterations": iterations,
         "warmup": warmup,
-        "threshold": size,
+        "threshold": threshold,
         "clear_caches": clear_caches,
-        "host": None if host is None else parse_host(host),
+        "host": host,
     }
+    return {"enabled": enabled, "given": given}  # LeakOptions.parse's arguments: see leak_options
 
 
 MARKERS = (max_hbm, leak_check)
@@ -103,10 +104,27 @@ def closest(item: Any, name: str) -> Any:
 
 def parse(fn: Any, mark: Any) -> dict[str, Any]:
     """The marker's arguments as ``fn`` parses them; MarkerError (one line) where they are wrong."""
-    name = fn.__name__
-    try:
+    with _worded(fn, mark):
         return fn(*mark.args, **mark.kwargs)
+
+
+def leak_options(mark: Any, run: LeakOptions) -> LeakOptions | None:
+    """The leak check a leak_check marker asks for, a threshold or host it leaves out ``run``'s (the
+    run's settings); None for leak_check(False); MarkerError where its arguments are wrong."""
+    from ..decisions.leakoptions import LeakOptions
+
+    with _worded(leak_check, mark):
+        parsed = leak_check(*mark.args, **mark.kwargs)
+        options = LeakOptions.parse(**parsed["given"], run=run)  # checked even where it is switched off
+    return options if parsed["enabled"] else None
+
+
+@contextlib.contextmanager
+def _worded(fn: Any, mark: Any) -> Iterator[None]:
+    """A bad argument of the marker as one line: MarkerError naming the marker as written."""
+    try:
+        yield
     except TypeError as e:
-        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {e}; accepted: {signature(fn)}") from None
+        raise MarkerError(f"@pytest.mark.{fn.__name__}{spell(mark)}: {e}; accepted: {signature(fn)}") from None
     except (SizeError, ValueError) as e:
-        raise MarkerError(f"@pytest.mark.{name}{spell(mark)}: {e}") from None
+        raise MarkerError(f"@pytest.mark.{fn.__name__}{spell(mark)}: {e}") from None

@@ -387,18 +387,7 @@ class Measurer:
         tracker = item.stash.get(_TRACKER, None)
         runs = Reruns(item, call, opts.warmup + opts.iterations, between, tracker.stop if tracker is not None else None)
         try:
-            report = run_leak_check(
-                item,
-                runs,
-                self,
-                target=plan.budget.target if plan.budget else None,
-                iterations=opts.iterations,
-                warmup=opts.warmup,
-                threshold=opts.threshold,
-                clear_caches=opts.clear_caches,
-                host=opts.host,
-                confirm_cleared=opts.swept and not opts.clear_caches,
-            )
+            report = run_leak_check(item, runs, self, opts, plan.budget.target if plan.budget else None)
         except BaseException as e:
             if runs.by_the_plugin(e):
                 raise PluginError(plugin_error("leak-checking", item.name, e)) from e
@@ -407,7 +396,7 @@ class Measurer:
             line = None if isinstance(e, (LeakFailure, LeakError)) else runs.not_rerunnable(e)
             if line is None:  # the test's own failure; or a leak check inside it found a leak: a leak, whichever run
                 raise
-            if not opts.swept:
+            if not plan.swept:
                 fail(line)
             self.reporter.unrerunnable.add(item.nodeid)
             warn(item, line)

@@ -63,13 +63,16 @@ def to_size_or_none(value: Any, where: str) -> int:
 
 
 def to_host(value: Any, where: str) -> bool | int:
-    text = str(value).strip().lower() if not isinstance(value, bool) else ("on" if value else "off")
-    if text in _TRUE | _FALSE - {""}:
+    """decisions.leakoptions.parse_host's value, on and off spelled as every boolean option's."""
+    from ..decisions.leakoptions import parse_host
+
+    text = str(value).strip().lower()
+    if not isinstance(value, bool) and text in _TRUE | _FALSE - {""}:
         return text in _TRUE
     try:
-        return parse_size(value, what=where)
-    except SizeError as e:
-        raise SettingError(f"{e}; or on, or off") from None
+        return parse_host(value, where, "on, or off")
+    except ValueError as e:
+        raise SettingError(str(e)) from None
 
 
 def to_count(value: Any, where: str) -> int:

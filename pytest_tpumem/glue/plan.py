@@ -12,20 +12,11 @@ import pytest
 
 from .. import defaults
 from ..decisions.budget import Budget
+from ..decisions.leakoptions import LeakOptions
 from ..targets import parse_target
 from ..telling.run import cannot_rerun
 from . import markers
 from .options import Settings
-
-
-@dataclass(frozen=True)
-class LeakOptions:
-    iterations: int
-    warmup: int
-    threshold: int  # bytes per iteration (the session's default where the marker gives none)
-    clear_caches: bool
-    swept: bool = False  # checked by --tpumem-leak-check=all, not by a marker
-    host: bool | int = True  # host RSS judged with the threshold, not judged (False), or with its own (bytes)
 
 
 @dataclass(frozen=True)
@@ -38,6 +29,7 @@ class TestPlan:
     error: str | None = None
     benchmark: bool = False  # uses pytest-benchmark's fixture: its peak goes into benchmark.extra_info
     unswept: bool = False  # --tpumem-leak-check=all cannot re-run it (a doctest, an async test, a benchmark)
+    swept: bool = False  # its leak check is --tpumem-leak-check=all's, not a marker's
 
     __test__ = False  # not a test class, whatever pytest's collection thinks of the name
 
@@ -52,21 +44,21 @@ PLAN = pytest.StashKey[TestPlan]()
 def plan_for(item: pytest.Item, settings: Settings) -> TestPlan:
     try:
         budget, marked = _budget(item, settings)
-        leak = _leak(item, settings)
+        leak, swept = _leak(item, settings)
     except markers.MarkerError as e:
         return TestPlan(error=str(e))
     benchmark = "benchmark" in getattr(item, "fixturenames", ()) and "jax" in sys.modules  # a benchmark of jax code
     why = "" if leak is None else cannot_rerun_why(item, benchmark)
     unswept = False
     if why and leak is not None:
-        if leak.swept:  # the sweep checks what it can re-run; the summary counts the rest
+        if swept:  # the sweep checks what it can re-run; the summary counts the rest
             leak, unswept = None, True
         else:
             return TestPlan(error=cannot_rerun(item.name, why))
     recompile = budget is not None and (
         budget.target is not None or settings.recompile == "all" or (settings.recompile == "marked" and marked)
     )
-    return TestPlan(budget, leak, recompile, benchmark=benchmark, unswept=unswept)
+    return TestPlan(budget, leak, recompile, benchmark=benchmark, unswept=unswept, swept=swept)
 
 
 def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]:
@@ -89,29 +81,26 @@ def _budget(item: pytest.Item, settings: Settings) -> tuple[Budget | None, bool]
     return None, False
 
 
-def _leak(item: pytest.Item, settings: Settings) -> LeakOptions | None:
+def _leak(item: pytest.Item, settings: Settings) -> tuple[LeakOptions | None, bool]:
     """A marker's leak check; else, under --tpumem-leak-check=all, the sweep's (its own defaults:
-    fewer runs, for every test pays them); None for a test exempted with leak_check(False), and for
-    a test that calls the leak_check fixture (its own check judges what it checks: run again by the
-    sweep, the check inside would run its code 2-4 times over and judge a different state each time)."""
+    fewer runs, for every test pays them); and whether it is the sweep's. None for a test exempted
+    with leak_check(False), and for a test that calls the leak_check fixture (its own check judges
+    what it checks: run again by the sweep, the check inside would run its code 2-4 times over and
+    judge a different state each time)."""
     mark = markers.closest(item, "leak_check")
     if mark is None:
         if settings.leak_check != "all" or "leak_check" in getattr(item, "fixturenames", ()):
-            return None  # a test that calls the leak_check fixture is judged by its own check, not swept
-        return LeakOptions(
+            return None, False  # a test that calls the leak_check fixture is judged by its own check, not swept
+        sweep = LeakOptions(
             defaults.SWEEP_ITERATIONS,
             defaults.SWEEP_WARMUP,
             settings.leak_threshold,
             defaults.SWEEP_CLEAR_CACHES,
-            swept=True,
-            host=settings.leak_host,
+            settings.leak_host,
+            confirm_cleared=not defaults.SWEEP_CLEAR_CACHES,
         )
-    parsed = markers.parse(markers.leak_check, mark)
-    if not parsed["enabled"]:
-        return None
-    threshold = settings.leak_threshold if parsed["threshold"] is None else parsed["threshold"]
-    host = settings.leak_host if parsed["host"] is None else parsed["host"]
-    return LeakOptions(parsed["iterations"], parsed["warmup"], threshold, parsed["clear_caches"], host=host)
+        return sweep, True
+    return markers.leak_options(mark, LeakOptions(threshold=settings.leak_threshold, host=settings.leak_host)), False
 
 
 def is_unittest(item: pytest.Item) -> bool:

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from ..checks import check_leaks
+from ..checks import check_leaks_with
+from ..decisions.leak import LeakReport
+from ..decisions.leakoptions import LeakOptions
+from ..targets import Target
 from ..telling.files import save_leak
 from ..telling.results import row
 from ..telling.rows import PROPERTY, encode
@@ -33,19 +36,20 @@ def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str
     return dataclasses.replace(result, files=files)
 
 
-def run_leak_check(item: pytest.Item, call: Callable[[], Any], session: Any, target: Any = None, **options: Any) -> Any:
+def run_leak_check(
+    item: pytest.Item, call: Callable[[], Any], session: Any, options: LeakOptions, target: Target | None = None
+) -> LeakReport:
     """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
     progress of ``session`` (the Measurer, where --tpumem is on; else None), files where a directory
-    is given, and the row recorded. ``options``: check_leaks' own keywords (iterations, warmup,
-    threshold, clear_caches, host, confirm_cleared)."""
+    is given, and the row recorded."""
     profile_dir = item.config.stash[SETTINGS].profile_dir
-    report = check_leaks(
+    report = check_leaks_with(
+        options,
         call,
         devices=session.devices() if session is not None else None,
         capacity=session.capacity(target) if session is not None else None,
         progress=session.progress() if session is not None else None,
         profile=profile_dir is not None,
-        **options,
     )
     if report.leaking and profile_dir is not None:
         report = with_files(report, save_leak, profile_dir, item.nodeid)

@@ -14,6 +14,7 @@ from pytest_tpumem.decisions.leak import (
     leak_sites,
     to_confirm,
 )
+from pytest_tpumem.decisions.leakoptions import LeakOptions
 from pytest_tpumem.measuring.leak import HOST_MALLOC, HOST_OTHER, HOST_RSS, Runs
 from pytest_tpumem.readings.arrays import ArrayInfo
 from pytest_tpumem.readings.frames import Frame
@@ -54,7 +55,7 @@ def test_each_source_read_at_every_point_is_a_series_of_its_own_device():
     points = [point(0), point(T, gpu=5), point(2 * T, gpu=9)]
     points[1]["cpu:1 live arrays"] = (7, None)  # read once only: no series
     points[0]["cpu:2 live arrays"] = (7, None)  # read at the baseline only: no series
-    report = judge(runs(points), 2, 1, T)
+    report = judge(runs(points), LeakOptions(2, 1, T))
     series = by_name(report)
     assert list(series) == [
         "cpu:0 live arrays",
@@ -72,27 +73,27 @@ def test_each_source_read_at_every_point_is_a_series_of_its_own_device():
 
 def test_a_devices_limit_is_its_own_and_a_target_gives_one_to_a_device_without():
     points = [point(0), point(T)]
-    plain = by_name(judge(runs(points), 1, 1, T))
+    plain = by_name(judge(runs(points), LeakOptions(1, 1, T)))
     assert plain["gpu:0 live arrays"].limit == 16 * GB and plain["gpu:0 live arrays"].limit_source == "bytes_limit"
     assert plain["cpu:0 live arrays"].limit is None
     hbm = (16_911_433_728, "v5e:2x2 usable HBM")
-    target = by_name(judge(runs(points), 1, 1, T, capacity=hbm))
+    target = by_name(judge(runs(points), LeakOptions(1, 1, T), capacity=hbm))
     assert (target["cpu:0 live arrays"].limit, target["cpu:0 live arrays"].limit_source) == hbm
     assert (target["gpu:0 live arrays"].limit, target["gpu:0 live arrays"].limit_source) == (16 * GB, "bytes_limit")
     assert all(target[n].limit is None for n in (HOST_MALLOC, HOST_OTHER, HOST_RSS))  # the host has no HBM
     assert target[HOST_MALLOC].limit_source == "bytes_limit"
-    moved = by_name(judge(runs([point(0), point(T, limit=8 * GB), point(2 * T, limit=4 * GB)]), 2, 1, T))
+    moved = by_name(judge(runs([point(0), point(T, limit=8 * GB), point(2 * T, limit=4 * GB)]), LeakOptions(2, 1, T)))
     assert moved["gpu:0 live arrays"].limit == 16 * GB  # the baseline's
 
 
 def test_host_rss_is_shown_only_where_it_is_split_and_judged_by_every_delta_where_not():
-    split = by_name(judge(runs([point(0), point(T)]), 1, 1, T))
+    split = by_name(judge(runs([point(0), point(T)]), LeakOptions(1, 1, T)))
     assert (split[HOST_RSS].every, split[HOST_RSS].shown_only) == (True, True)
     assert not any(split[n].every or split[n].shown_only for n in split if n != HOST_RSS)
-    whole = by_name(judge(runs([point(0, other=False), point(T, other=False)]), 1, 1, T))
+    whole = by_name(judge(runs([point(0, other=False), point(T, other=False)]), LeakOptions(1, 1, T)))
     assert (whole[HOST_RSS].every, whole[HOST_RSS].shown_only) == (True, False)
     # the split not read at the baseline: RSS is judged, as where it is never read
-    late = by_name(judge(runs([point(0, other=False), point(T)]), 1, 1, T))
+    late = by_name(judge(runs([point(0, other=False), point(T)]), LeakOptions(1, 1, T)))
     assert HOST_OTHER not in late and (late[HOST_RSS].every, late[HOST_RSS].shown_only) == (True, False)
 
 
@@ -106,7 +107,7 @@ def test_judge_judges_the_host_with_the_threshold_and_programs_with_the_caches_c
         held_by_jax=[[step], [step]],
         programs_unjudged="",
     )
-    report = judge(r, 2, 1, T)
+    report = judge(r, LeakOptions(2, 1, T))
     assert (report.iterations, report.warmup, report.threshold) == (2, 1, T)
     assert report.host is True and report.clear_caches is True and report.confirmed_cleared is False
     assert report.programs_confirmed_by == 0
@@ -120,7 +121,9 @@ def test_judge_judges_the_host_with_the_threshold_and_programs_with_the_caches_c
 def test_judge_carries_what_it_is_given():
     step = ProgramMade("jit_step", "t.py:3")
     r = runs([point(0), point(T)], new_programs=[[step], [step]], programs_unjudged="this jax keeps no weak refs")
-    report = judge(r, 1, 2, T, host=False, clear_caches=False, confirm_cleared=True, programs_confirmed_by=2)
+    report = judge(
+        r, LeakOptions(1, 2, T, clear_caches=False, host=False, confirm_cleared=True), programs_confirmed_by=2
+    )
     assert report.host is False and report.clear_caches is False and report.confirmed_cleared is True
     assert report.programs_confirmed_by == 2 and report.programs_unjudged == "this jax keeps no weak refs"
     assert [k.name for k in report.kept_programs] == ["jit_step"] and report.held_by_jax == ()
@@ -131,7 +134,7 @@ def test_judge_carries_what_it_is_given():
 
 
 def test_confirmed_puts_the_confirming_points_beside_each_series_they_read():
-    report = judge(runs([point(0), point(T)]), 1, 1, T)
+    report = judge(runs([point(0), point(T)]), LeakOptions(1, 1, T))
     more = [point(T), point(T), point(T)]
     for p in more:
         del p["gpu:0 live arrays"]

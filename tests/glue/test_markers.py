@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_tpumem import defaults
+from pytest_tpumem.decisions.leakoptions import LeakOptions
 from pytest_tpumem.glue import markers
 from pytest_tpumem.glue.options import resolve
 from pytest_tpumem.glue.plan import plan_for
@@ -24,28 +25,29 @@ def test_help_and_errors_come_from_the_signature():
     assert help_line.startswith(markers.signature(markers.leak_check) + ": run the test body warmup+iterations times")
     assert help_line.endswith("Default threshold 100.0MB. Needs --tpumem.")
     with pytest.raises(markers.MarkerError) as e:
-        markers.parse(markers.leak_check, Mark(iteration=3))
+        markers.leak_options(Mark(iteration=3), LeakOptions())
     assert str(e.value).endswith("accepted: " + markers.signature(markers.leak_check))
 
 
 def test_parsing():
     assert markers.parse(markers.max_hbm, Mark("20GB")) == {"limit": 20 * 10**9, "target": None}
     assert markers.parse(markers.max_hbm, Mark(target="v5e:2x2"))["target"].topology == "v5e:2x2"
-    assert markers.parse(markers.leak_check, Mark(threshold="50kB", warmup=0)) == {
-        "enabled": True,
-        "iterations": defaults.ITERATIONS,
-        "warmup": 0,
-        "threshold": 50_000,
-        "clear_caches": True,
-        "host": None,
-    }
-    assert markers.parse(markers.leak_check, Mark(host="200MB"))["host"] == 200 * 10**6
-    assert markers.parse(markers.leak_check, Mark(host=False))["host"] is False
+    run = LeakOptions(threshold=7 * 10**6, host=False)  # the run's settings
+    assert markers.leak_options(Mark(threshold="50kB", warmup=0), run) == LeakOptions(
+        iterations=defaults.ITERATIONS, warmup=0, threshold=50_000, clear_caches=True, host=False
+    )
+    assert markers.leak_options(Mark(host="200MB"), run).host == 200 * 10**6
+    assert markers.leak_options(Mark(host=True), run).host is True
+    assert markers.leak_options(Mark(host=False), LeakOptions()).host is False
+    assert markers.leak_options(Mark(threshold=None, host=None), run) == LeakOptions(threshold=7 * 10**6, host=False)
+    assert markers.leak_options(Mark(False), run) is None
     with pytest.raises(
         markers.MarkerError,
         match=r"^@pytest.mark.leak_check\(host='lots'\): host: 'lots' is not a size; .*; or True \(judged with the threshold\) or False \(not judged\)$",
     ):
-        markers.parse(markers.leak_check, Mark(host="lots"))
+        markers.leak_options(Mark(host="lots"), run)
+    with pytest.raises(markers.MarkerError, match=r"^@pytest.mark.leak_check\(False, iterations=0\): iterations=0: "):
+        markers.leak_options(Mark(False, iterations=0), run)  # checked even where it is switched off
     assert markers.spell(Mark("1GB", target="v5e")) == "('1GB', target='v5e')"
 
 
