@@ -131,10 +131,11 @@ def _check_line(line: dict[str, Any], what: str, bad: Any) -> None:
             if not _whole(value, signed):
                 raise bad(f'{what}: "{key}" {shown_value(label)} {_not_whole(value, signed)}')
     _check_line_parts(line, what, bad)
+    _check_line_nested(line, what, bad)
 
 
 def _check_line_parts(line: dict[str, Any], what: str, bad: Any) -> None:
-    """A ledger line's lists of objects (_LINE_PARTS) and the numbers of its "cleared" and "host"."""
+    """A ledger line's lists of objects (_LINE_PARTS), each key of its kind."""
     for key, spec in _LINE_PARTS.items():
         for i, part in enumerate(line.get(key) or []):
             if not isinstance(part, dict):
@@ -142,6 +143,10 @@ def _check_line_parts(line: dict[str, Any], what: str, bad: Any) -> None:
             for name, kind in spec.items():
                 if wrong := _wrong(part.get(name), kind):
                     raise bad(f'{what}: "{key}"[{i}] "{name}" {wrong}')
+
+
+def _check_line_nested(line: dict[str, Any], what: str, bad: Any) -> None:
+    """A ledger line's "cleared" and "host": their numbers within MAX_SIZE."""
     for part, numbers in (("cleared", _CLEARED), ("host", _HOST)):
         for name, signed in numbers.items():
             if wrong := _wrong((line.get(part) or {}).get(name), _INT, signed):
@@ -345,12 +350,7 @@ class Entry:
             raise ReportError(
                 f'{where}: {name} "verdict" is {shown_value(obj["verdict"])}, not one of {", ".join(_VERDICTS)}'
             )
-        _check_sizes(obj, f"{where}: {name}")
-        _typed(obj, _ENTRY, name, where)
-        if not all(_whole(v) for v in obj.get("peaks", {}).values()):
-            raise ReportError(f'{where}: {name} "peaks" is not an object of whole numbers of bytes')
-        if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in obj.get("checks", [])):
-            raise ReportError(f'{where}: {name} "checks" is not a list of objects')
+        _check_fields(obj, name, where)
         return cls._read(obj, extra={k: v for k, v in obj.items() if k not in _ENTRY})
 
 
@@ -361,15 +361,21 @@ _SIGNED = {f.name for f in _WIRE if f.metadata["signed"]}
 _VERDICTS = sorted(v.value for v in Verdict)
 
 
-def _check_sizes(obj: dict[str, Any], at: str) -> None:
-    """A report's test's sizes (_SIZES): null, or bytes that fit in 2^63 (only growth below 0)."""
+def _check_fields(obj: dict[str, Any], name: str, where: str) -> None:
+    """A report's test's keys of the kinds its fields give: each size null or bytes that fit in
+    2^63 (only growth below 0), its peaks bytes, its checks objects."""
     for key in _SIZES:
         value = obj.get(key)
         if value is not None and not _whole(value, key in _SIGNED):
             raise ReportError(
-                f'{at} "{key}" is {shown_value(value)}, not bytes as a whole number from '
+                f'{where}: {name} "{key}" is {shown_value(value)}, not bytes as a whole number from '
                 f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1"
             )
+    _typed(obj, _ENTRY, name, where)
+    if not all(_whole(v) for v in obj.get("peaks", {}).values()):
+        raise ReportError(f'{where}: {name} "peaks" is not an object of whole numbers of bytes')
+    if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in obj.get("checks", [])):
+        raise ReportError(f'{where}: {name} "checks" is not a list of objects')
 
 
 def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
@@ -380,17 +386,18 @@ def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
     if len(entries) == 1:
         return entries[0][1]
 
-    def largest(values: Iterable[int | None]) -> int | None:
+    def largest(name: str) -> int | None:
+        values = [getattr(e, name) for _, e in entries]
         return max((v for v in values if v is not None), default=None)
 
     return replace(
         entries[0][1],
         outcome=_worst_outcome(e.outcome for _, e in entries),
         verdict=Verdict.worst([e.verdict for _, e in entries]),
-        peak=largest(e.peak for _, e in entries),
+        peak=largest("peak"),
         peaks=_merged_peaks(entries),
-        growth=largest(e.growth for _, e in entries),
-        host_peak=largest(e.host_peak for _, e in entries),
+        growth=largest("growth"),
+        host_peak=largest("host_peak"),
         checks=tuple({**c, "process_index": process} for process, e in entries for c in e.checks),
         failure="\n".join(f"process {process}: {e.failure}" for process, e in entries if e.failure),
     )
@@ -537,14 +544,7 @@ class Report:
             return ReportError(f"{where}: {what}")
 
         version = _version(report, bad)
-        context = report.get("context")
-        if not isinstance(context, dict):
-            raise bad('"context" is missing or not an object')
-        processes = report.get("processes", [])
-        if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
-            raise bad('"processes" is not a list of objects')
-        for i, c in enumerate([context, *processes]):
-            _check_context(c, "context" if i == 0 else f"processes[{i - 1}]", where)
+        context, processes = _contexts(report, where, bad)
         tests = report.get("tests")
         if not isinstance(tests, dict):
             raise bad('"tests" is missing or not an object')
@@ -571,6 +571,19 @@ def _version(report: Any, bad: Any) -> int:
     return version
 
 
+def _contexts(report: dict[str, Any], where: str, bad: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A report's context and the contexts of the processes it was merged from, each checked."""
+    context = report.get("context")
+    if not isinstance(context, dict):
+        raise bad('"context" is missing or not an object')
+    processes = report.get("processes", [])
+    if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+        raise bad('"processes" is not a list of objects')
+    for i, c in enumerate([context, *processes]):
+        _check_context(c, "context" if i == 0 else f"processes[{i - 1}]", where)
+    return context, processes
+
+
 def _check_context(c: dict[str, Any], what: str, where: str) -> None:
     """A context's (or a merged process's) keys of the kinds _CONTEXT gives, what its lists and
     objects hold, and its numbers in range."""
@@ -579,7 +592,12 @@ def _check_context(c: dict[str, Any], what: str, where: str) -> None:
         return ReportError(f"{where}: {what} {text}")
 
     _typed(c, _CONTEXT, what, where)
-    _check_context_parts(c, bad)
+    _check_context_texts(c, bad)
+    git = c.get("git")
+    if isinstance(git, dict) and (
+        not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
+    ):
+        raise bad('"git" is not {"commit": text, "dirty": true, false or null}')
     if isinstance(c.get("bytes_limit"), int) and not 0 <= c["bytes_limit"] <= MAX_SIZE:
         raise bad(f'"bytes_limit" is {shown_value(c["bytes_limit"])}, not bytes from 0 to 2^63-1')
     for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
@@ -587,15 +605,10 @@ def _check_context(c: dict[str, Any], what: str, where: str) -> None:
             raise bad(f'"{key}" is {shown_value(c[key])}, out of range')
 
 
-def _check_context_parts(c: dict[str, Any], bad: Any) -> None:
-    """A context's "devices" (text), "versions" and "env" (text or null) and "git" (a commit and whether dirty)."""
+def _check_context_texts(c: dict[str, Any], bad: Any) -> None:
+    """A context's "devices" (a list of text), "versions" and "env" (objects of text or null)."""
     if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
         raise bad('"devices" is not a list of text')
     for key in ("versions", "env"):
         if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
             raise bad(f'"{key}" is not an object of text')
-    git = c.get("git")
-    if isinstance(git, dict) and (
-        not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
-    ):
-        raise bad('"git" is not {"commit": text, "dirty": true, false or null}')
