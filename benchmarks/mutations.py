@@ -176,9 +176,10 @@ MUTATIONS = [
     Mutation("report: an entry without a verdict accepted", D + "entry.py",
              'if not isinstance(obj.get("verdict"), str):', "if False:", ENTRY + ("tests/test_cli.py",)),
     Mutation("report: a negative growth refused", D + "entry.py",
-             '_SIGNED = {"growth"}', "_SIGNED: set[str] = set()", ENTRY + ("tests/test_cli.py",)),
+             '_SIGNED = {f.name for f in _WIRE if f.metadata["signed"]}', "_SIGNED: set[str] = set()",
+             ENTRY + ("tests/test_cli.py",)),
     Mutation("report: sizes past 2^63 accepted", D + "entry.py",
-             "return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE", "return (-MAX_SIZE if signed else 0) <= value",
+             "and (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE", "and (-MAX_SIZE if signed else 0) <= value",
              ENTRY + ("tests/test_cli.py",)),
     Mutation("report: a report of this very version refused as newer", D + "entry.py",
              "if version > VERSION:", "if version >= VERSION:", ENTRY + ("tests/test_cli.py",)),
@@ -223,7 +224,7 @@ MUTATIONS = [
     Mutation("ledger: a test under an earlier test's high-water mark given a peak", D + "ledger.py",
              "if n > marks.get(label, -1)}", "if n >= marks.get(label, -1)}", ("tests/test_fake_device.py", "-k", "ledger")),
     Mutation("report: a negative residue read from a report", D + "entry.py",
-             "not _kind_ok(residue, _INT) or not _bytes_ok(residue)", "not _kind_ok(residue, _INT)", ENTRY),
+             "if not _whole(residue):", "if not _kind_ok(residue, _INT):", ENTRY),
 ]
 # fmt: on
 

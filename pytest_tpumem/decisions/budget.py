@@ -80,25 +80,31 @@ def once_each(buffers: tuple[Any, ...]) -> list[Any]:
     same size, shape and line are taken for one array; two of one program's never are."""
     out: list[Any] = []
     for b in buffers:
-        if b.kind.startswith("argument"):
-            key = (b.size, b.shape, b.source, b.converted_from)
-            at = next(
-                (
-                    i
-                    for i, o in enumerate(out)
-                    if o.kind.startswith("argument")
-                    and (o.size, o.shape, o.source, o.converted_from) == key
-                    and not set(o.programs) & set(b.programs)
-                ),
-                None,
-            )
-            if at is not None:
-                first = out[at]
-                names = first.op.split(", ") + [n for n in [b.op] if n and n not in first.op.split(", ")]
-                kind = first.kind if first.kind == b.kind else "argument"
-                out[at] = replace(
-                    first, kind=kind, op=", ".join(n for n in names if n), programs=first.programs + b.programs
-                )
-                continue
-        out.append(b)
+        at = _same_array(out, b) if b.kind.startswith("argument") else None
+        if at is None:
+            out.append(b)
+        else:
+            out[at] = _joined(out[at], b)
     return out
+
+
+def _same_array(out: list[Any], b: Any) -> int | None:
+    """Where in ``out`` an argument of other programs is taken for the same array as argument ``b``."""
+    key = (b.size, b.shape, b.source, b.converted_from)
+    return next(
+        (
+            i
+            for i, o in enumerate(out)
+            if o.kind.startswith("argument")
+            and (o.size, o.shape, o.source, o.converted_from) == key
+            and not set(o.programs) & set(b.programs)
+        ),
+        None,
+    )
+
+
+def _joined(first: Any, b: Any) -> Any:
+    """One argument of the programs of both, with every name they give it."""
+    names = first.op.split(", ") + [n for n in [b.op] if n and n not in first.op.split(", ")]
+    kind = first.kind if first.kind == b.kind else "argument"
+    return replace(first, kind=kind, op=", ".join(n for n in names if n), programs=first.programs + b.programs)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import defaults
 from ..units import SizeError, parse_size, shown_value
-from .entry import Entry, Report
+from .entry import Entry, LedgerTests, Report
 
 FIGURES = ("peak", "growth", "residue", "host_residue")
 SIZES_ONLY = ("growth", "residue", "host_residue")  # figures about 0 on clean code: a percentage of them is noise
@@ -161,18 +162,23 @@ def compare_residues(old: Report, new: Report, tolerances: tuple[Tolerance, ...]
     for nodeid, old_id in sorted(matches.items()):
         before = old.ledger.tests[old_id]
         judged = tolerances if before.get("outcome") != "failed" else ()
-        change = compare_figure(nodeid, "residue", before["residue"], new.ledger.tests[nodeid]["residue"], judged)
-        if change is not None:
-            changes.append(change)
-        grew_before, grew_now = old.ledger.host_grew(old_id), new.ledger.host_grew(nodeid)
-        least = new.ledger.host_threshold
-        if grew_before is not None and grew_now is not None and least > 0 and max(grew_before, grew_now) >= least:
-            # RSS moves by some MB from run to run: only a test named for host memory in either run is
-            # told (a regression beyond a tolerance is then one this run names)
-            change = compare_figure(nodeid, "host_residue", max(0, grew_before), max(0, grew_now), judged)
-            if change is not None:
-                changes.append(change)
-    return changes
+        changes.append(
+            compare_figure(nodeid, "residue", before["residue"], new.ledger.tests[nodeid]["residue"], judged)
+        )
+        changes.append(_host_change(nodeid, old_id, old.ledger, new.ledger, judged))
+    return [c for c in changes if c is not None]
+
+
+def _host_change(
+    nodeid: str, old_id: str, old: LedgerTests, new: LedgerTests, tolerances: tuple[Tolerance, ...]
+) -> Change | None:
+    """A test's host growth against the baseline's: RSS moves by some MB from run to run, so only a
+    test named for host memory in either run is told (a regression beyond a tolerance is then one
+    this run names)."""
+    before, now, least = old.host_grew(old_id), new.host_grew(nodeid), new.host_threshold
+    if before is None or now is None or least <= 0 or max(before, now) < least:
+        return None
+    return compare_figure(nodeid, "host_residue", max(0, before), max(0, now), tolerances)
 
 
 DETERMINISTIC_SINCE = 2  # the report schema version from which peaks and growth come from deterministic readings
@@ -211,50 +217,58 @@ def match_tests(
     as it is; as the same file, where both reports name their rootdir (``context.rootdir``);
     then by path suffix (``tests/test_x.py::t`` is ``proj/tests/test_x.py::t``) where exactly one
     test on each side fits. A test matched once is not matched again."""
-    old_left = sorted(set(old_ids))
-    new_left = sorted(set(new_ids))
-    matched: dict[str, str] = {n: n for n in set(new_left) & set(old_left)}
-    old_left = [o for o in old_left if o not in matched]
-    new_left = [n for n in new_left if n not in matched]
-    if not old_left or not new_left:
-        return matched
-
-    def split(nodeid: str) -> tuple[str, str]:
-        path, sep, rest = nodeid.partition("::")
-        return path, sep + rest
-
+    old_left, new_left = set(old_ids), set(new_ids)
+    matched: dict[str, str] = {n: n for n in new_left & old_left}
     if old_root and new_root and old_root != new_root:
-        wanted = set(new_left)
-        for o in list(old_left):
-            path, rest = split(o)
-            moved = posixpath.relpath(posixpath.normpath(posixpath.join(old_root, path)), new_root) + rest
-            if moved in wanted:
-                matched[moved] = o
-                wanted.discard(moved)
-                old_left.remove(o)
-        new_left = [n for n in new_left if n not in matched]
+        matched.update(_moved(sorted(old_left - set(matched)), new_left - set(matched), old_root, new_root))
+    old_left -= set(matched.values())
+    new_left -= set(matched)
+    return {**matched, **_by_suffix(sorted(old_left), sorted(new_left))}
 
-    def parts(nodeid: str) -> tuple[tuple[str, ...], str]:
-        path, rest = split(nodeid)
-        return tuple(p for p in posixpath.normpath(path).split("/") if p not in ("", ".")), rest
+
+def _split(nodeid: str) -> tuple[str, str]:
+    """A test id's path and the rest (``::name``)."""
+    path, sep, rest = nodeid.partition("::")
+    return path, sep + rest
+
+
+def _parts(nodeid: str) -> tuple[tuple[str, ...], str]:
+    """A test id's path as its parts, and the rest."""
+    path, rest = _split(nodeid)
+    return tuple(p for p in posixpath.normpath(path).split("/") if p not in ("", ".")), rest
+
+
+def _moved(old_ids: list[str], new_ids: set[str], old_root: str, new_root: str) -> dict[str, str]:
+    """The baseline's ids that are one of ``new_ids`` once their file is taken from the baseline's
+    rootdir to this run's: ``{new id: old id}``, the first (in ``old_ids``' order) where two are."""
+    found: dict[str, str] = {}
+    for o in old_ids:
+        path, rest = _split(o)
+        moved = posixpath.relpath(posixpath.normpath(posixpath.join(old_root, path)), new_root) + rest
+        if moved in new_ids and moved not in found:
+            found[moved] = o
+    return found
+
+
+def _by_suffix(old_ids: list[str], new_ids: list[str]) -> dict[str, str]:
+    """The tests whose paths end alike (``tests/test_x.py::t``, ``proj/tests/test_x.py::t``), where
+    exactly one test on each side fits: ``{new id: old id}``."""
+
+    def key(nodeid: str) -> tuple[str, str]:  # the file's name and the rest
+        p, rest = _parts(nodeid)
+        return p[-1] if p else "", rest
 
     def fits(a: str, b: str) -> bool:
-        (pa, ra), (pb, rb) = parts(a), parts(b)
+        (pa, ra), (pb, rb) = _parts(a), _parts(b)
         n = min(len(pa), len(pb))
         return ra == rb and n > 0 and pa[-n:] == pb[-n:]
 
     by_name: dict[tuple[str, str], list[str]] = {}
-    for o in old_left:
-        p, rest = parts(o)
-        by_name.setdefault((p[-1] if p else "", rest), []).append(o)
-    candidates: dict[str, list[str]] = {}
-    for n in new_left:
-        p, rest = parts(n)
-        candidates[n] = [o for o in by_name.get((p[-1] if p else "", rest), []) if fits(o, n)]
-    taken: dict[str, int] = {}
-    for found in candidates.values():
-        for o in found:
-            taken[o] = taken.get(o, 0) + 1
+    for o in old_ids:
+        by_name.setdefault(key(o), []).append(o)
+    candidates = {n: [o for o in by_name.get(key(n), []) if fits(o, n)] for n in new_ids}
+    taken = Counter(o for found in candidates.values() for o in found)
+    matched = {}
     for n, found in candidates.items():
         if len(found) == 1 and taken[found[0]] == 1:
             matched[n] = found[0]

@@ -83,6 +83,7 @@ _LINE_PARTS: dict[str, dict[str, str]] = {  # a list of objects: each key's kind
     "made": {"site": _TEXT, "bytes": _INT, "arrays": _INT, "shape": _TEXT},
     "held": {"by": _TEXT, "path": _TEXT, "bytes": _INT},
 }
+_CRASHED = {"worker": _TEXT, "test": _TEXT, "said": _LIST}  # a crashed worker's keys
 _CLEARED = {"programs": False, "bytes": True}
 _HOST = {"rss": False, "grew": True, "kept_free": False, "jax_arrays": False, "fixtures_grew": True}  # host's numbers
 
@@ -99,47 +100,57 @@ def _kind_ok(value: Any, kind: str) -> bool:
     return isinstance(value, list)
 
 
-def _bytes_ok(value: Any, signed: bool = False) -> bool:
-    return (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
-
-
 def _whole(value: Any, signed: bool = False) -> bool:
     """A whole number (not a bool) no figure of any memory is past: 0 (or -2^63+1) to 2^63-1."""
-    return _kind_ok(value, _INT) and _bytes_ok(value, signed)
+    return _kind_ok(value, _INT) and (-MAX_SIZE if signed else 0) <= value <= MAX_SIZE
 
 
 def _not_whole(value: Any, signed: bool) -> str:
     return f"is {shown_value(value)}, not a whole number from {'-2^63+1' if signed else '0'} to 2^63-1"
 
 
+def _wrong(value: Any, kind: str, signed: bool = False) -> str:
+    """What is wrong with ``value`` where ``kind`` is wanted (a whole number: within MAX_SIZE); ""
+    where it fits or is null."""
+    if value is None or (_whole(value, signed) if kind == _INT else _kind_ok(value, kind)):
+        return ""
+    return _not_whole(value, signed) if kind == _INT else f"is {shown_value(value)}, not {kind}"
+
+
 def _check_line(line: dict[str, Any], what: str, bad: Any) -> None:
     """A ledger line's keys of the kinds _LINE gives, each whole number in it within MAX_SIZE
     (the page and the picture draw them as floats: 10**400 is no figure of any memory)."""
     for key, kind in _LINE.items():
-        value = line.get(key)
-        if value is not None and kind != _INT and not _kind_ok(value, kind):  # whole numbers: below, with their range
-            raise bad(f'{what}: "{key}" is {shown_value(value)}, not {kind}')
+        if kind != _INT and (wrong := _wrong(line.get(key), kind)):  # whole numbers: below, with their range
+            raise bad(f'{what}: "{key}" {wrong}')
     for key, signed in _LINE_NUMBERS.items():
-        if line.get(key) is not None and not _whole(line[key], signed):
-            raise bad(f'{what}: "{key}" {_not_whole(line[key], signed)}')
+        if wrong := _wrong(line.get(key), _INT, signed):
+            raise bad(f'{what}: "{key}" {wrong}')
     for key, signed in _LINE_MAPS.items():
         for label, value in (line.get(key) or {}).items():
             if not _whole(value, signed):
                 raise bad(f'{what}: "{key}" {shown_value(label)} {_not_whole(value, signed)}')
+    _check_line_parts(line, what, bad)
+    _check_line_nested(line, what, bad)
+
+
+def _check_line_parts(line: dict[str, Any], what: str, bad: Any) -> None:
+    """A ledger line's lists of objects (_LINE_PARTS), each key of its kind."""
     for key, spec in _LINE_PARTS.items():
         for i, part in enumerate(line.get(key) or []):
             if not isinstance(part, dict):
                 raise bad(f'{what}: "{key}"[{i}] is {shown_value(part)}, not an object')
             for name, kind in spec.items():
-                value = part.get(name)
-                if value is not None and not (_whole(value) if kind == _INT else _kind_ok(value, kind)):
-                    wanted = _not_whole(value, False) if kind == _INT else f"is {shown_value(value)}, not {kind}"
-                    raise bad(f'{what}: "{key}"[{i}] "{name}" {wanted}')
+                if wrong := _wrong(part.get(name), kind):
+                    raise bad(f'{what}: "{key}"[{i}] "{name}" {wrong}')
+
+
+def _check_line_nested(line: dict[str, Any], what: str, bad: Any) -> None:
+    """A ledger line's "cleared" and "host": their numbers within MAX_SIZE."""
     for part, numbers in (("cleared", _CLEARED), ("host", _HOST)):
         for name, signed in numbers.items():
-            value = (line.get(part) or {}).get(name)
-            if value is not None and not _whole(value, signed):
-                raise bad(f'{what}: "{part}" "{name}" {_not_whole(value, signed)}')
+            if wrong := _wrong((line.get(part) or {}).get(name), _INT, signed):
+                raise bad(f'{what}: "{part}" "{name}" {wrong}')
 
 
 def _past_any_figure(v: Any) -> bool:
@@ -199,19 +210,18 @@ def _merged_records(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         verdict = min(out.get("verdict", "ok"), r.get("verdict", "ok"), key=rank_of)
         if "growth" in out and "growth" in r and r["growth"] < out["growth"]:
             r = {k: v for k, v in r.items() if not k.startswith("growth") and k != "threshold"}
-        for key, value in r.items():
-            if value is None:
-                continue
-            if key in ("peaks", "devices"):
-                out[key] = {**out.get(key, {}), **value}
-            elif key == "witness" and out.get("witness") and value not in out["witness"]:
-                out["witness"] = f"{out['witness']}; {value}"
-            elif key == "budget":
-                out.setdefault("budget", value)
-            else:
-                out[key] = value
+        out.update({key: _merged_value(out, key, value) for key, value in r.items() if value is not None})
         out["verdict"] = verdict
     return out
+
+
+def _merged_value(out: dict[str, Any], key: str, value: Any) -> Any:
+    """``key``'s value once one more record's ``value`` of it is merged into ``out``."""
+    if key in ("peaks", "devices"):
+        return {**out.get(key, {}), **value}
+    if key == "witness" and out.get("witness") and value not in out["witness"]:
+        return f"{out['witness']}; {value}"
+    return out.get("budget", value) if key == "budget" else value
 
 
 def _wire(
@@ -336,25 +346,11 @@ class Entry:
             raise ReportError(f"{where}: {name} not an object")
         if not isinstance(obj.get("verdict"), str):
             raise ReportError(f'{where}: {name} "verdict" is missing or not text')
-        verdicts = {v.value for v in Verdict}
-        if obj["verdict"] not in verdicts:
+        if obj["verdict"] not in _VERDICTS:
             raise ReportError(
-                f'{where}: {name} "verdict" is {shown_value(obj["verdict"])}, not one of {", ".join(sorted(verdicts))}'
+                f'{where}: {name} "verdict" is {shown_value(obj["verdict"])}, not one of {", ".join(_VERDICTS)}'
             )
-        for key in _SIZES:
-            value = obj.get(key)
-            if value is not None and (not _kind_ok(value, _INT) or not _bytes_ok(value, key in _SIGNED)):
-                raise ReportError(
-                    f'{where}: {name} "{key}" is {shown_value(value)}, not bytes as a whole number from '
-                    f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1"
-                )
-        _typed(obj, _ENTRY, name, where)
-        peaks = obj.get("peaks", {})
-        if not all(_kind_ok(v, _INT) and _bytes_ok(v) for v in peaks.values()):
-            raise ReportError(f'{where}: {name} "peaks" is not an object of whole numbers of bytes')
-        checks = obj.get("checks", [])
-        if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in checks):
-            raise ReportError(f'{where}: {name} "checks" is not a list of objects')
+        _check_fields(obj, name, where)
         return cls._read(obj, extra={k: v for k, v in obj.items() if k not in _ENTRY})
 
 
@@ -362,6 +358,24 @@ _WIRE = [f for f in fields(Entry) if "kind" in f.metadata]
 _ENTRY: dict[str, tuple[str, bool]] = {f.name: (f.metadata["kind"], f.metadata["null"]) for f in _WIRE}
 _SIZES = tuple(f.name for f in _WIRE if f.metadata["size"])
 _SIGNED = {f.name for f in _WIRE if f.metadata["signed"]}
+_VERDICTS = sorted(v.value for v in Verdict)
+
+
+def _check_fields(obj: dict[str, Any], name: str, where: str) -> None:
+    """A report's test's keys of the kinds its fields give: each size null or bytes that fit in
+    2^63 (only growth below 0), its peaks bytes, its checks objects."""
+    for key in _SIZES:
+        value = obj.get(key)
+        if value is not None and not _whole(value, key in _SIGNED):
+            raise ReportError(
+                f'{where}: {name} "{key}" is {shown_value(value)}, not bytes as a whole number from '
+                f"{'-2^63+1' if key in _SIGNED else '0'} to 2^63-1"
+            )
+    _typed(obj, _ENTRY, name, where)
+    if not all(_whole(v) for v in obj.get("peaks", {}).values()):
+        raise ReportError(f'{where}: {name} "peaks" is not an object of whole numbers of bytes')
+    if not all(isinstance(c, dict) and isinstance(c.get("check", ""), str) for c in obj.get("checks", [])):
+        raise ReportError(f'{where}: {name} "checks" is not a list of objects')
 
 
 def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
@@ -371,6 +385,27 @@ def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
     check, each marked with the process it came from."""
     if len(entries) == 1:
         return entries[0][1]
+
+    def largest(name: str) -> int | None:
+        values = [getattr(e, name) for _, e in entries]
+        return max((v for v in values if v is not None), default=None)
+
+    return replace(
+        entries[0][1],
+        outcome=_worst_outcome(e.outcome for _, e in entries),
+        verdict=Verdict.worst([e.verdict for _, e in entries]),
+        peak=largest("peak"),
+        peaks=_merged_peaks(entries),
+        growth=largest("growth"),
+        host_peak=largest("host_peak"),
+        checks=tuple({**c, "process_index": process} for process, e in entries for c in e.checks),
+        failure="\n".join(f"process {process}: {e.failure}" for process, e in entries if e.failure),
+    )
+
+
+def _merged_peaks(entries: list[tuple[int, Entry]]) -> dict[str, int]:
+    """Every process's peak per device, the largest of each; a label another process used first
+    is named with the process (``p1:cpu:0``)."""
     peaks: dict[str, int] = {}
     owner: dict[str, int] = {}
     for process, entry in entries:
@@ -379,21 +414,7 @@ def merged_entries(entries: list[tuple[int, Entry]]) -> Entry:
                 label = f"p{process}:{label}"
             owner.setdefault(label, process)
             peaks[label] = max(value, peaks.get(label, value))
-
-    def largest(values: Iterable[int | None]) -> int | None:
-        return max((v for v in values if v is not None), default=None)
-
-    return replace(
-        entries[0][1],
-        outcome=_worst_outcome(e.outcome for _, e in entries),
-        verdict=Verdict.worst([e.verdict for _, e in entries]),
-        peak=largest(e.peak for _, e in entries),
-        peaks=peaks,
-        growth=largest(e.growth for _, e in entries),
-        host_peak=largest(e.host_peak for _, e in entries),
-        checks=tuple({**c, "process_index": process} for process, e in entries for c in e.checks),
-        failure="\n".join(f"process {process}: {e.failure}" for process, e in entries if e.failure),
-    )
+    return peaks
 
 
 def _worst_outcome(outcomes: Iterable[str]) -> str:
@@ -445,28 +466,33 @@ class LedgerTests:
         threshold = obj.get("threshold", 0)
         host_threshold = obj.get("host_threshold", 0)
         for key, value in (("threshold", threshold), ("host_threshold", host_threshold)):
-            if not _kind_ok(value, _INT) or not _bytes_ok(value):
+            if not _whole(value):
                 raise bad(f'"{key}" is {shown_value(value)}, not bytes as a whole number from 0 to 2^63-1')
         tests = obj.get("tests", {})
         if not isinstance(tests, dict):
             raise bad('"tests" is not an object')
         for nodeid, line in tests.items():
             residue = line.get("residue") if isinstance(line, dict) else None
-            if not isinstance(line, dict) or not _kind_ok(residue, _INT) or not _bytes_ok(residue):
+            if not _whole(residue):  # None where the line is not an object
                 raise bad(
                     f'test {shown_value(nodeid)}: "residue" is {shown_value(residue)}, not bytes from 0 to 2^63-1'
                 )
             _check_line(line, f"test {shown_value(nodeid)}", bad)
         crashed = obj.get("crashed", [])
-        if not isinstance(crashed, list) or not all(isinstance(c, dict) for c in crashed):
-            raise bad('"crashed" is not a list of objects')
-        for i, crash in enumerate(crashed):
-            for key, kind in (("worker", _TEXT), ("test", _TEXT), ("said", _LIST)):
-                if crash.get(key) is not None and not _kind_ok(crash[key], kind):
-                    raise bad(f'"crashed"[{i}] "{key}" is {shown_value(crash[key])}, not {kind}')
-            if not all(isinstance(said, str) for said in crash.get("said") or []):
-                raise bad(f'"crashed"[{i}] "said" is not a list of text')
+        _check_crashed(crashed, bad)
         return cls(threshold, {k: dict(v) for k, v in tests.items()}, tuple(crashed), host_threshold)
+
+
+def _check_crashed(crashed: Any, bad: Any) -> None:
+    """The ledger's crashed workers: a list of objects, each key of the kind _CRASHED gives."""
+    if not isinstance(crashed, list) or not all(isinstance(c, dict) for c in crashed):
+        raise bad('"crashed" is not a list of objects')
+    for i, crash in enumerate(crashed):
+        for key, kind in _CRASHED.items():
+            if wrong := _wrong(crash.get(key), kind):
+                raise bad(f'"crashed"[{i}] "{key}" {wrong}')
+        if not all(isinstance(said, str) for said in crash.get("said") or []):
+            raise bad(f'"crashed"[{i}] "said" is not a list of text')
 
 
 @dataclass(frozen=True)
@@ -517,23 +543,8 @@ class Report:
         def bad(what: str) -> ReportError:
             return ReportError(f"{where}: {what}")
 
-        if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-            raise bad(f'not a pytest-tpumem report (no "schema": "{SCHEMA}")')
-        version = report.get("version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise bad(f"version {shown_value(version)} is not a whole number")
-        if version > VERSION:
-            raise bad(
-                f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem"
-            )
-        context = report.get("context")
-        if not isinstance(context, dict):
-            raise bad('"context" is missing or not an object')
-        processes = report.get("processes", [])
-        if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
-            raise bad('"processes" is not a list of objects')
-        for i, c in enumerate([context, *processes]):
-            _check_context(c, "context" if i == 0 else f"processes[{i - 1}]", where)
+        version = _version(report, bad)
+        context, processes = _contexts(report, where, bad)
         tests = report.get("tests")
         if not isinstance(tests, dict):
             raise bad('"tests" is missing or not an object')
@@ -548,23 +559,56 @@ class Report:
         return cls(context, entries, tuple(processes), version, ledger)
 
 
+def _version(report: Any, bad: Any) -> int:
+    """The schema version of a pytest-tpumem report that this one reads."""
+    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
+        raise bad(f'not a pytest-tpumem report (no "schema": "{SCHEMA}")')
+    version = report.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise bad(f"version {shown_value(version)} is not a whole number")
+    if version > VERSION:
+        raise bad(f"schema version {version} is newer than this pytest-tpumem reads ({VERSION}); upgrade pytest-tpumem")
+    return version
+
+
+def _contexts(report: dict[str, Any], where: str, bad: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A report's context and the contexts of the processes it was merged from, each checked."""
+    context = report.get("context")
+    if not isinstance(context, dict):
+        raise bad('"context" is missing or not an object')
+    processes = report.get("processes", [])
+    if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+        raise bad('"processes" is not a list of objects')
+    for i, c in enumerate([context, *processes]):
+        _check_context(c, "context" if i == 0 else f"processes[{i - 1}]", where)
+    return context, processes
+
+
 def _check_context(c: dict[str, Any], what: str, where: str) -> None:
+    """A context's (or a merged process's) keys of the kinds _CONTEXT gives, what its lists and
+    objects hold, and its numbers in range."""
+
     def bad(text: str) -> ReportError:
         return ReportError(f"{where}: {what} {text}")
 
     _typed(c, _CONTEXT, what, where)
-    if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
-        raise bad('"devices" is not a list of text')
-    for key in ("versions", "env"):
-        if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
-            raise bad(f'"{key}" is not an object of text')
+    _check_context_texts(c, bad)
     git = c.get("git")
     if isinstance(git, dict) and (
         not isinstance(git.get("commit", ""), (str, type(None))) or not isinstance(git.get("dirty"), (bool, type(None)))
     ):
         raise bad('"git" is not {"commit": text, "dirty": true, false or null}')
-    if isinstance(c.get("bytes_limit"), int) and not _bytes_ok(c["bytes_limit"]):
+    if isinstance(c.get("bytes_limit"), int) and not 0 <= c["bytes_limit"] <= MAX_SIZE:
         raise bad(f'"bytes_limit" is {shown_value(c["bytes_limit"])}, not bytes from 0 to 2^63-1')
     for key in ("process_index", "process_count", "device_count", "merged_from", "xdist_workers", "pid"):
         if isinstance(c.get(key), int) and not 0 <= c[key] <= 2**31:
             raise bad(f'"{key}" is {shown_value(c[key])}, out of range')
+
+
+def _check_context_texts(c: dict[str, Any], bad: Any) -> None:
+    """A context's "devices" (a list of text), "versions" and "env" (objects of text or null)."""
+    if isinstance(c.get("devices"), list) and not all(isinstance(d, str) for d in c["devices"]):
+        raise bad('"devices" is not a list of text')
+    for key in ("versions", "env"):
+        if isinstance(c.get(key), dict) and not all(isinstance(v, (str, type(None))) for v in c[key].values()):
+            raise bad(f'"{key}" is not an object of text')

@@ -256,13 +256,7 @@ def line_of(
 ) -> Line:
     """The line of ``test`` from the reading after it (readings.between.Between) and the one before;
     ``compiled``: the programs first seen at its readings, by line (else the reading's)."""
-    change, peaks = {}, {}
-    if reading.started:
-        before = last.devices if last is not None and last.started else {}
-        change = {label: n - before.get(label, 0) for label, n in reading.devices.items()}
-        marks = last.peaks if last is not None and last.started else {}
-        # the high-water mark rose while it ran (setup and teardown included): the new mark is its peak, exactly
-        peaks = {label: n for label, n in reading.peaks.items() if n > marks.get(label, -1)}
+    change, peaks, outside = _since(reading, last)
     return Line(
         test=test,
         index=index,
@@ -279,12 +273,26 @@ def line_of(
         ended=ended,
         explanation=explanation,
         peaks=peaks,
-        outside=reading.outside - (last.outside if last is not None and last.started else 0) if reading.started else 0,
+        outside=outside,
         grew=_change(reading.rss, last.rss if last is not None else None),
         host_arrays=sum(n for label, n in reading.owned_on.get(test, {}).items() if label.split(":")[0] == "cpu"),
         host=host,
         backend_started=reading.started and not (last is not None and last.started),
     )
+
+
+def _since(reading: Any, last: Any) -> tuple[dict[str, int], dict[str, int], int]:
+    """What ``reading`` says changed since ``last``, where the backend has started (else nothing):
+    each device's bytes, the peaks of the devices whose high-water mark rose, and the bytes outside."""
+    if not reading.started:
+        return {}, {}, 0
+    before, marks, outside = (
+        (last.devices, last.peaks, last.outside) if last is not None and last.started else ({}, {}, 0)
+    )
+    change = {label: n - before.get(label, 0) for label, n in reading.devices.items()}
+    # the high-water mark rose while it ran (setup and teardown included): the new mark is its peak, exactly
+    peaks = {label: n for label, n in reading.peaks.items() if n > marks.get(label, -1)}
+    return change, peaks, reading.outside - outside
 
 
 def _change(now: int | None, before: int | None) -> int | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..measuring.peak import PeakReadings
+from ..readings.devices import DeviceMemory
 from ..readings.executions import Need
 
 
@@ -137,36 +138,46 @@ def choose_witness(witnesses: dict[str, int]) -> str:
     return max(sorted(witnesses, key=WITNESSES.index), key=lambda k: witnesses[k])
 
 
+def _witnesses(readings: PeakReadings, label: str, first: DeviceMemory, last: DeviceMemory) -> dict[str, int]:
+    """Every witness of one device's peak that it has (the module's docstring)."""
+    witnesses = {"start": first.used, "end": last.used}
+    if label in readings.body_end:
+        witnesses["body-end"] = readings.body_end[label]
+    moment = readings.highest.get(label)
+    if moment is not None:
+        witnesses["transfer" if moment.what == "transfer" else "program"] = moment.bytes
+    if last.peak is not None and (readings.reset.get(label) or first.peak is None or last.peak > first.peak):
+        witnesses["runtime-peak"] = last.peak
+    return witnesses
+
+
+def _device_peak(readings: PeakReadings, label: str) -> DevicePeak:
+    """One device's peak: the witness that judges, with the rest of what was read of the device."""
+    first = readings.start[label]
+    last = readings.end.get(label, first)
+    moment = readings.highest.get(label)
+    witnesses = _witnesses(readings, label, first, last)
+    witness = choose_witness(witnesses)
+    return DevicePeak(
+        device=label,
+        start=first.used,
+        peak=witnesses[witness],
+        witness=witness,
+        witnesses=witnesses,
+        limit=last.limit,
+        stand_in=first.in_use is None,
+        free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
+        largest_free=last.largest_free,
+        sampler=readings.sampled.get(label),
+        program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
+        floor=readings.floor if readings.watched else 0,
+    )
+
+
 def judge(readings: PeakReadings) -> PeakReport:
     """The peak per device from one measurement's readings (measuring.peak): every witness, and the largest."""
-    devices = {}
-    for label, first in readings.start.items():
-        last = readings.end.get(label, first)
-        witnesses = {"start": first.used, "end": last.used}
-        if label in readings.body_end:
-            witnesses["body-end"] = readings.body_end[label]
-        moment = readings.highest.get(label)
-        if moment is not None:
-            witnesses["transfer" if moment.what == "transfer" else "program"] = moment.bytes
-        if last.peak is not None and (readings.reset.get(label) or first.peak is None or last.peak > first.peak):
-            witnesses["runtime-peak"] = last.peak
-        witness = choose_witness(witnesses)
-        devices[label] = DevicePeak(
-            device=label,
-            start=first.used,
-            peak=witnesses[witness],
-            witness=witness,
-            witnesses=witnesses,
-            limit=last.limit,
-            stand_in=first.in_use is None,
-            free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
-            largest_free=last.largest_free,
-            sampler=readings.sampled.get(label),
-            program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
-            floor=readings.floor if readings.watched else 0,
-        )
     return PeakReport(
-        devices,
+        {label: _device_peak(readings, label) for label in readings.start},
         readings.host_peak,
         readings.needs,
         readings.profile,
