@@ -379,17 +379,24 @@ def _residues(
             out.append(f"      {fate(line.test)}")
     elif session.threshold:
         out.append(f"no test left {least} or more of the arrays it made alive after its teardown (--tpumem-residue)")
+    return out + _kept_by_tracebacks(session, top, where, fate)
+
+
+def _kept_by_tracebacks(
+    session: Session, top: int, where: Callable[[str], str], fate: Callable[[str], str]
+) -> list[str]:
+    """The failed tests whose traceback kept the threshold or more of their arrays alive."""
     kept = session.kept_by_tracebacks()
-    if kept:
+    if not kept:
+        return []
+    least = format_size(session.threshold)
+    out = [f"{plural(len(kept), 'failed test')} kept {least} or more of their arrays alive by the failure's traceback:"]
+    for line in kept[:top]:
+        assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
+        expected = " (xfailed)" if line.outcome == "xfailed" else ""
         out.append(
-            f"{plural(len(kept), 'failed test')} kept {least} or more of their arrays alive by the failure's traceback:"
+            f"  {format_size(line.explanation.traceback)}  {line.test}{where(line.test)}{expected}: {fate(line.test)}"
         )
-        for line in kept[:top]:
-            assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
-            expected = " (xfailed)" if line.outcome == "xfailed" else ""
-            out.append(
-                f"  {format_size(line.explanation.traceback)}  {line.test}{where(line.test)}{expected}: {fate(line.test)}"
-            )
     return out
 
 
@@ -726,9 +733,7 @@ def session_record(
 def _ingredients_record(
     made_at_end: list[tuple[Any, str, int]], programs_by_test: dict[Any, set[str]], held_programs: dict[Any, int]
 ) -> dict[str, Any]:
-    """The ingredients of a worker's patterns as they travel (sites as text; _ingredients_of reads
-    them): the arrays alive at the end by line and test, the tests that compiled at a line, the
-    programs held by line."""
+    """The ingredients of a worker's patterns as they travel, sites as text (_ingredients_of reads them)."""
     made: dict[tuple[str | None, str], int] = {}
     for site, test, nbytes in made_at_end:
         key = (_site_text(site), test)
@@ -902,9 +907,7 @@ def _session_of(sent: dict[str, Any] | None, lines: tuple[Line, ...], threshold:
 def _ingredients_of(
     sent: list[dict[str, Any]],
 ) -> tuple[list[tuple[Any, str, int]], dict[Any, set[str]], dict[Any, int]]:
-    """The ingredients of the patterns over every worker (_ingredients_record's, each worker's):
-    the arrays alive at the end by line and test, the tests that compiled at a line, the programs
-    held by line."""
+    """The ingredients of the patterns over every worker, as _ingredients_record wrote each one's."""
     made = [(site, str(test), _int(n)) for one in sent for site, test, n in one.get("made_at_end") or ()]
     programs_by_test: dict[Any, set[str]] = {}
     held: dict[Any, int] = {}

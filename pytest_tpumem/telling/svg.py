@@ -43,8 +43,7 @@ def _nice_step(span: float) -> float:
 
 
 def _open(height: int, title: str, *subtitles: str) -> list[str]:
-    """A picture's start: its size, a white ground, the title, and a line each of grey ``subtitles``
-    (markup already)."""
+    """A picture's start: its size, a white ground, the title, a grey line each of ``subtitles`` (markup)."""
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         'font-family="sans-serif" font-size="12">',
@@ -221,12 +220,12 @@ def session_picture(
     )
     drawn, devices, host = _memory(every, read, threshold, host_limit, host_threshold, x)
     out += drawn + _programs(read, top2, x)
-    bottom = top2 + SESSION_PANEL
-    out.append(f'<text x="{LEFT}" y="{bottom + 20}" text-anchor="start">test 1</text>')
-    out.append(f'<text x="{LEFT + PLOT_W}" y="{bottom + 20}" text-anchor="end">test {count}</text>')
-    out.append(
-        f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
-    )
+    below = top2 + SESSION_PANEL + 20
+    out += [
+        f'<text x="{LEFT}" y="{below}" text-anchor="start">test 1</text>',
+        f'<text x="{LEFT + PLOT_W}" y="{below}" text-anchor="end">test {count}</text>',
+        f'<text x="{LEFT + PLOT_W / 2}" y="{below}" text-anchor="middle">tests, in the order they ran</text>',
+    ]
     legend = [*devices, (HOST_COLOR, "programs jax holds"), *host]
     out += _legend([(color, label, label.startswith("host")) for color, label in legend], LEFT + PLOT_W, TOP + 30)
     out.append("</svg>")
@@ -234,8 +233,7 @@ def session_picture(
 
 
 def _panel(high: float, top: int, fmt: Callable[[Any], str]) -> tuple[Scale, list[str]]:
-    """One of the session picture's panels, from ``top`` down: its scale from 0 to a round step
-    over ``high``, and its gridlines and axes."""
+    """A panel of the session picture from ``top`` down: its scale from 0 past ``high``, gridlines, axes."""
     step = _nice_step(high)
     high = step * max(1, -(-high // step))
 
@@ -248,9 +246,8 @@ def _panel(high: float, top: int, fmt: Callable[[Any], str]) -> tuple[Scale, lis
 def _memory(
     every: Records, read: Records, threshold: int, host_limit: tuple[int, str] | None, host_threshold: int, x: Scale
 ) -> tuple[list[str], LegendEntries, LegendEntries]:
-    """The session picture's first panel: the device and the host memory after each test on one
-    scale, which reaches the runner's limit where it is within twice the most memory; the legend's
-    entries of the devices, then of the host."""
+    """The session picture's first panel: device and host memory on one scale, up to the runner's limit
+    where it is within twice the most; the legend's entries of the devices, then of the host."""
     host = [(r["index"], r["host"]["rss"]) for r in every if isinstance((r.get("host") or {}).get("rss"), int)]
     high = max([1, *(n for r in read for n in r["devices"].values()), *(rss for _, rss in host)])
     limit = host_limit[0] if host_limit is not None and host_limit[0] <= 2 * high else None
