@@ -196,13 +196,7 @@ def end_record(session: Session | None) -> dict[str, Any]:
 def explanation_lines(line: Line) -> list[str]:
     """Why a named test's residue is what it is, a line each (indented by the caller)."""
     e = line.explanation or Explanation()
-    out = []
-    shown = [m for m in e.made[:SHOWN_SITES] if m.nbytes * 100 >= line.residue]  # a line's 1% or more
-    for m in shown:
-        out.append(f"made at {_site(m.site)}: {format_size(m.nbytes)} ({plural(m.count, 'array')}, e.g. {m.shape})")
-    if len(e.made) > len(shown):
-        rest = sum(m.nbytes for m in e.made[len(shown) :])
-        out.append(f"made at {plural(len(e.made) - len(shown), 'more line')}: {format_size(rest)}")
+    out = _made_lines(e.made, line.residue)
     for h in e.held[:SHOWN_SITES]:
         out.append(f"kept by {h.holder}{' at ' + h.path if h.path else ''}: {format_size(h.nbytes)}")
     if e.traceback:
@@ -214,6 +208,18 @@ def explanation_lines(line: Line) -> list[str]:
         out.append(f"gc.collect() freed {format_size(e.collected)} more (reference cycles): not counted")
     for site, n in e.programs[:SHOWN_SITES]:
         out.append(f"compiled {plural(n, 'program')} jax still holds at {_site(site)} (jax.clear_caches() frees them)")
+    return out
+
+
+def _made_lines(made: tuple[Made, ...], residue: int) -> list[str]:
+    """The lines of code that made a residue's arrays: the first few that made 1% of it or more, then the rest."""
+    shown = [m for m in made[:SHOWN_SITES] if m.nbytes * 100 >= residue]
+    out = [
+        f"made at {_site(m.site)}: {format_size(m.nbytes)} ({plural(m.count, 'array')}, e.g. {m.shape})" for m in shown
+    ]
+    if len(made) > len(shown):
+        rest = sum(m.nbytes for m in made[len(shown) :])
+        out.append(f"made at {plural(len(made) - len(shown), 'more line')}: {format_size(rest)}")
     return out
 
 
@@ -813,9 +819,9 @@ def _optional(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _host_of(figures: dict[str, Any]) -> Any:
+def _host_of(figures: Any) -> Any:
     """A named test's host explanation again, from its record (host_record); None where it has none."""
-    if not isinstance(figures.get("numpy"), list):
+    if not isinstance(figures, dict) or not isinstance(figures.get("numpy"), list):
         return None
     return HostExplanation(
         numpy=tuple(
@@ -900,7 +906,7 @@ def _session_of(sent: dict[str, Any] | None, lines: tuple[Line, ...], threshold:
         remedy=str(sent.get("remedy") or ""),
         host_limit=_host_limit(sent.get("host_limit")),
         host_threshold=host_threshold,
-        host_end=_host_of(sent["host_end"]) if isinstance(sent.get("host_end"), dict) else None,
+        host_end=_host_of(sent.get("host_end")),
     )
 
 
