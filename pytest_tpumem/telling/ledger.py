@@ -196,13 +196,7 @@ def end_record(session: Session | None) -> dict[str, Any]:
 def explanation_lines(line: Line) -> list[str]:
     """Why a named test's residue is what it is, a line each (indented by the caller)."""
     e = line.explanation or Explanation()
-    out = []
-    shown = [m for m in e.made[:SHOWN_SITES] if m.nbytes * 100 >= line.residue]  # a line's 1% or more
-    for m in shown:
-        out.append(f"made at {_site(m.site)}: {format_size(m.nbytes)} ({plural(m.count, 'array')}, e.g. {m.shape})")
-    if len(e.made) > len(shown):
-        rest = sum(m.nbytes for m in e.made[len(shown) :])
-        out.append(f"made at {plural(len(e.made) - len(shown), 'more line')}: {format_size(rest)}")
+    out = _made_lines(e.made, line.residue)
     for h in e.held[:SHOWN_SITES]:
         out.append(f"kept by {h.holder}{' at ' + h.path if h.path else ''}: {format_size(h.nbytes)}")
     if e.traceback:
@@ -214,6 +208,18 @@ def explanation_lines(line: Line) -> list[str]:
         out.append(f"gc.collect() freed {format_size(e.collected)} more (reference cycles): not counted")
     for site, n in e.programs[:SHOWN_SITES]:
         out.append(f"compiled {plural(n, 'program')} jax still holds at {_site(site)} (jax.clear_caches() frees them)")
+    return out
+
+
+def _made_lines(made: tuple[Made, ...], residue: int) -> list[str]:
+    """The lines of code that made a residue's arrays: the first few that made 1% of it or more, then the rest."""
+    shown = [m for m in made[:SHOWN_SITES] if m.nbytes * 100 >= residue]
+    out = [
+        f"made at {_site(m.site)}: {format_size(m.nbytes)} ({plural(m.count, 'array')}, e.g. {m.shape})" for m in shown
+    ]
+    if len(made) > len(shown):
+        rest = sum(m.nbytes for m in made[len(shown) :])
+        out.append(f"made at {plural(len(made) - len(shown), 'more line')}: {format_size(rest)}")
     return out
 
 
@@ -250,29 +256,34 @@ def _totals(session: Session) -> list[str]:
     if session.last.executables is not None:
         began = f"{start_exe} at the first test -> " if start_exe is not None else ""
         out.append(f"  programs jax holds compiled: {began}{session.last.executables} at the end")
-    if session.first is not None and session.first.rss is not None and session.last.rss is not None:
+    return out + _host_totals(session) + _remedy(session)
+
+
+def _host_totals(session: Session) -> list[str]:
+    """The host's memory from the first test to the end, where jax's backend started, its climb."""
+    if session.first is None or session.first.rss is None or session.last.rss is None:
+        return []
+    out = [f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}{_of_limit(session)}"]
+    started = session.backend_start()
+    if started is not None and started.grew is not None:
         out.append(
-            f"  host RSS: {format_size(session.first.rss)} -> {format_size(session.last.rss)}{_of_limit(session)}"
+            f"  jax's backend started in test {started.index} of {len(session.lines)}: host memory "
+            f"{format_delta(started.grew)} in it (the runtime, its compiler and plugins load once a process; "
+            "no test is named for it)"
         )
-        started = session.backend_start()
-        if started is not None and started.grew is not None:
-            out.append(
-                f"  jax's backend started in test {started.index} of {len(session.lines)}: host memory "
-                f"{format_delta(started.grew)} in it (the runtime, its compiler and plugins load once a process; "
-                "no test is named for it)"
-            )
-        out += _climb(session)
-    times, programs, freed = session.cleared()
+    return out + _climb(session)
+
+
+def _remedy(session: Session) -> list[str]:
+    """What --tpumem-clear-caches freed, what its share of the host's limit comes to, and that a
+    device trigger never fires where no device reports a limit."""
     remedy = f"--tpumem-clear-caches={session.remedy}" if session.remedy else "--tpumem-clear-caches"
+    out = []
+    times, programs, freed = session.cleared()
     if times:
-        said = f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
-        host = session.cleared_host()
-        if host is not None:
-            steps = ", ".join(f"{step} {format_size(n)}" for step, n in zip(REMEDY_STEPS, host))
-            said = f"{plural(programs, 'program')}, {format_size(freed)} on the devices and {format_size(sum(host))} of host memory ({steps})"
         out.append(
             f"  jax.clear_caches(), gc.collect() and malloc_trim(0) ran after {plural(times, 'test')} ({remedy}): "
-            f"they freed {said}"
+            f"they freed {_freed(session, programs, freed)}"
         )
     if session.host_limit is not None and session.remedy.startswith("host:") and session.remedy.endswith("%"):
         limit, source = session.host_limit
@@ -284,6 +295,15 @@ def _totals(session: Session) -> list[str]:
     if session.remedy.startswith("device:") and not session.bytes_limit:
         out.append(f"  {remedy} never cleared: no device here reports a bytes_limit (the CPU backend reports none)")
     return out
+
+
+def _freed(session: Session, programs: int, freed: int) -> str:
+    """What the remedy freed: programs and device bytes, and host memory step by step where read."""
+    host = session.cleared_host()
+    if host is None:
+        return f"{plural(programs, 'program')} and {format_size(freed)} on the devices"
+    steps = ", ".join(f"{step} {format_size(n)}" for step, n in zip(REMEDY_STEPS, host))
+    return f"{plural(programs, 'program')}, {format_size(freed)} on the devices and {format_size(sum(host))} of host memory ({steps})"
 
 
 def _of_limit(session: Session) -> str:
@@ -365,17 +385,24 @@ def _residues(
             out.append(f"      {fate(line.test)}")
     elif session.threshold:
         out.append(f"no test left {least} or more of the arrays it made alive after its teardown (--tpumem-residue)")
+    return out + _kept_by_tracebacks(session, top, where, fate)
+
+
+def _kept_by_tracebacks(
+    session: Session, top: int, where: Callable[[str], str], fate: Callable[[str], str]
+) -> list[str]:
+    """The failed tests whose traceback kept the threshold or more of their arrays alive."""
     kept = session.kept_by_tracebacks()
-    if kept:
+    if not kept:
+        return []
+    least = format_size(session.threshold)
+    out = [f"{plural(len(kept), 'failed test')} kept {least} or more of their arrays alive by the failure's traceback:"]
+    for line in kept[:top]:
+        assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
+        expected = " (xfailed)" if line.outcome == "xfailed" else ""
         out.append(
-            f"{plural(len(kept), 'failed test')} kept {least} or more of their arrays alive by the failure's traceback:"
+            f"  {format_size(line.explanation.traceback)}  {line.test}{where(line.test)}{expected}: {fate(line.test)}"
         )
-        for line in kept[:top]:
-            assert line.explanation is not None  # kept_by_tracebacks() lists explained lines only
-            expected = " (xfailed)" if line.outcome == "xfailed" else ""
-            out.append(
-                f"  {format_size(line.explanation.traceback)}  {line.test}{where(line.test)}{expected}: {fate(line.test)}"
-            )
     return out
 
 
@@ -405,31 +432,13 @@ def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
     arrays a look found and what keeps them, its jax arrays on CPU devices, the programs it
     compiled, what the C allocator kept; or that nothing alive explains it."""
     h = line.host or HostExplanation()
-    out = []
-    since = ""
-    if h.since == BEFORE_TESTS:
-        since = " (new since the first test started: the tests before it may have made some)"
-    elif h.since:
-        since = f" (new since {h.since} ended: the tests between may have made some)"
-    for a in h.numpy[:SHOWN_SITES]:
-        made = f" made at {_site(a.site)}," if a.site is not None else ""
-        keeper = f"kept by {a.keeper}" if a.keeper else "what keeps them was not found in time"
-        out.append(
-            f"numpy arrays alive{since}: {format_size(a.nbytes)} ({plural(a.count, 'array')}, e.g. {a.shape}),{made} {keeper}"
-        )
-    if len(h.numpy) > SHOWN_SITES:
-        rest = h.numpy[SHOWN_SITES:]
-        out.append(
-            f"numpy arrays kept by {plural(len(rest), 'more keeper')}: {format_size(sum(a.nbytes for a in rest))}"
-        )
+    out = _numpy_lines(h)
     if line.host_arrays:
         out.append(
             f"jax arrays it made, alive on the CPU device (host memory on this backend): {format_size(line.host_arrays)}"
         )
     if line.compiled:
-        each = f" (about {format_size(line.compiled * cost[0])}: {_cost_text(cost)})" if cost else ""
-        where = ", ".join(f"{n} at {_site(site)}" for site, n in h.programs[:SHOWN_SITES])
-        out.append(f"compiled {plural(line.compiled, 'program')} jax holds{each}" + (f": {where}" if where else ""))
+        out.append(_compiled(line.compiled, h.programs, cost))
     if line.kept_free is not None and line.kept_free > 0:
         out.append(
             f"the C allocator holds {format_size(line.kept_free)} freed and not given back to the OS after it (glibc; "
@@ -442,6 +451,35 @@ def host_lines(line: Line, cost: tuple[int, int] | None) -> list[str]:
         )
     if h.cut:
         out.append("the walk stopped at its time limit: there may be more")
+    return out
+
+
+def _compiled(compiled: int, programs: tuple[tuple[Any, int], ...], cost: tuple[int, int] | None) -> str:
+    """The programs a test compiled that jax holds, what they cost in host memory, and where."""
+    each = f" (about {format_size(compiled * cost[0])}: {_cost_text(cost)})" if cost else ""
+    where = ", ".join(f"{n} at {_site(site)}" for site, n in programs[:SHOWN_SITES])
+    return f"compiled {plural(compiled, 'program')} jax holds{each}" + (f": {where}" if where else "")
+
+
+def _numpy_lines(h: HostExplanation) -> list[str]:
+    """The numpy arrays a look found new, the largest keepers' a line each, and since when."""
+    since = ""
+    if h.since == BEFORE_TESTS:
+        since = " (new since the first test started: the tests before it may have made some)"
+    elif h.since:
+        since = f" (new since {h.since} ended: the tests between may have made some)"
+    out = []
+    for a in h.numpy[:SHOWN_SITES]:
+        made = f" made at {_site(a.site)}," if a.site is not None else ""
+        keeper = f"kept by {a.keeper}" if a.keeper else "what keeps them was not found in time"
+        out.append(
+            f"numpy arrays alive{since}: {format_size(a.nbytes)} ({plural(a.count, 'array')}, e.g. {a.shape}),{made} {keeper}"
+        )
+    if len(h.numpy) > SHOWN_SITES:
+        rest = h.numpy[SHOWN_SITES:]
+        out.append(
+            f"numpy arrays kept by {plural(len(rest), 'more keeper')}: {format_size(sum(a.nbytes for a in rest))}"
+        )
     return out
 
 
@@ -575,41 +613,53 @@ def crash_lines(
     last = next((r for r in reversed(records) if "test" in r and isinstance(r.get("devices"), dict)), None)
     out = [f"tpumem: {worker}'s flight recorder ({path}): the last test it began was {started or test}"]
     if last is None:
-        out.append("  no test had ended before it: no readings")
-        return out
+        return out + ["  no test had ended before it: no readings"]
+    return out + _last_readings(records, last) + _grew_most(records) + _killed(oom)
+
+
+def _last_readings(records: list[dict[str, Any]], last: dict[str, Any]) -> list[str]:
+    """The readings after the last test that ended, and at the start of the one after it."""
     devices = ", ".join(f"{label} {format_size(n)}" for label, n in last["devices"].items()) or "no backend yet"
-    out.append(
+    out = [
         f"  after {last['test']}: {devices}; programs held {last.get('executables')}; "
         f"host RSS {format_size(last.get('rss'))}"
-    )
+    ]
     begun = records[-1] if records and "start" in records[-1] else None
     if begun is not None and isinstance(begun.get("rss"), int):
         out.append(f"  at the start of {begun['start']}: host RSS {format_size(begun['rss'])}")
-    out += _grew_most(records) + _killed(oom)
     return out
 
 
 def _grew_most(records: list[dict[str, Any]], top: int = 3) -> list[str]:
     """The tests after which the worker's host memory had grown most since the reading before
     (the start of the test, else the test before it), as its flight recorder read them."""
+    grew, started = _host_growth(records)
+    most = [(t, n) for t, n in sorted(grew.items(), key=lambda kv: -kv[1]) if n > 0][:top]
+    if not most:
+        return []
+    said = [f"{t} {format_delta(n)}" + (" (jax's backend started in it)" if t in started else "") for t, n in most]
+    return ["  the tests that grew its host memory most: " + ", ".join(said)]
+
+
+def _host_growth(records: list[dict[str, Any]]) -> tuple[dict[str, int], set[str]]:
+    """What each test grew the host memory by: its own figure (less what its wider-scope fixtures
+    grew), else its RSS less the reading before; and the tests jax's backend started in."""
     grew: dict[str, int] = {}
     started: set[str] = set()
     before = None
     for r in records:
         rss = r.get("rss") if isinstance(r.get("rss"), int) else None
         host: dict[str, Any] = r["host"] if isinstance(r.get("host"), dict) else {}
-        if "test" in r and isinstance(host.get("grew"), int):  # less what its wider-scope fixtures grew
-            grew[str(r["test"])] = host["grew"]
-            if host.get("backend_started") is True:
-                started.add(str(r["test"]))
-        elif "test" in r and rss is not None and before is not None and rss > before:
-            grew[str(r["test"])] = grew.get(str(r["test"]), 0) + rss - before
+        if "test" in r:
+            test = str(r["test"])
+            if isinstance(host.get("grew"), int):
+                grew[test] = host["grew"]
+                if host.get("backend_started") is True:
+                    started.add(test)
+            elif rss is not None and before is not None and rss > before:
+                grew[test] = grew.get(test, 0) + rss - before
         before = rss if rss is not None else before
-    most = [(t, n) for t, n in sorted(grew.items(), key=lambda kv: -kv[1]) if n > 0][:top]
-    if not most:
-        return []
-    said = [f"{t} {format_delta(n)}" + (" (jax's backend started in it)" if t in started else "") for t, n in most]
-    return ["  the tests that grew its host memory most: " + ", ".join(said)]
+    return grew, started
 
 
 def _killed(oom: tuple[Any, Any]) -> list[str]:
@@ -663,10 +713,6 @@ def session_record(
     carries no objects), beside its tests' lines (report_record): the readings at its first test
     and at its end, what of each test was alive at the end, the ingredients of its patterns (sites
     as text), its fixtures' memory, and the programs each named test compiled."""
-    made: dict[tuple[str | None, str], int] = {}
-    for site, test, nbytes in made_at_end:
-        key = (_site_text(site), test)
-        made[key] = made.get(key, 0) + nbytes
     return {
         "tests": count,
         "first": _reading_record(session.first),
@@ -677,9 +723,7 @@ def session_record(
         "remedy": session.remedy,
         "host_limit": list(session.host_limit) if session.host_limit is not None else None,
         "host_end": host_record_of(session.host_end),
-        "made_at_end": [[site, test, n] for (site, test), n in made.items()],
-        "programs_by_test": [[_site_text(site), sorted(tests)] for site, tests in programs_by_test.items()],
-        "held_programs": [[_site_text(site), n] for site, n in held_programs.items()],
+        **_ingredients_record(made_at_end, programs_by_test, held_programs),
         "fixtures_ended": [[owner, n] for owner, n in session.fixtures_ended],
         "fixture_holds": [
             [owner, [[h.holder, h.path, h.nbytes] for h in holds]] for owner, holds in session.fixture_holds
@@ -689,6 +733,21 @@ def session_record(
             for line in session.lines
             if line.explanation is not None and line.explanation.programs
         },
+    }
+
+
+def _ingredients_record(
+    made_at_end: list[tuple[Any, str, int]], programs_by_test: dict[Any, set[str]], held_programs: dict[Any, int]
+) -> dict[str, Any]:
+    """The ingredients of a worker's patterns as they travel, sites as text (_ingredients_of reads them)."""
+    made: dict[tuple[str | None, str], int] = {}
+    for site, test, nbytes in made_at_end:
+        key = (_site_text(site), test)
+        made[key] = made.get(key, 0) + nbytes
+    return {
+        "made_at_end": [[site, test, n] for (site, test), n in made.items()],
+        "programs_by_test": [[_site_text(site), sorted(tests)] for site, tests in programs_by_test.items()],
+        "held_programs": [[_site_text(site), n] for site, n in held_programs.items()],
     }
 
 
@@ -702,23 +761,6 @@ def _sizes(value: Any) -> dict[str, int]:
 
 def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Line:
     """A test's line again, from its record (report_record's keys, or a flight recorder's line)."""
-    explanation = None
-    if isinstance(record.get("made"), list):
-        explanation = Explanation(
-            made=tuple(
-                Made(m.get("site"), _int(m.get("bytes")), _int(m.get("arrays")), str(m.get("shape", "")))
-                for m in record["made"]
-                if isinstance(m, dict)
-            ),
-            held=tuple(
-                Holder(str(h.get("by", "")), str(h.get("path", "")), _int(h.get("bytes")))
-                for h in record.get("held") or []
-                if isinstance(h, dict)
-            ),
-            traceback=_int(record.get("traceback")),
-            collected=_int(record.get("collected")),
-            programs=tuple((site, _int(n)) for site, n in programs or ()),
-        )
     cleared = record.get("cleared")
     host = cleared.get("host") if isinstance(cleared, dict) else None
     figures: dict[str, Any] = record["host"] if isinstance(record.get("host"), dict) else {}
@@ -734,7 +776,7 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
         executables=record.get("executables") if isinstance(record.get("executables"), int) else None,
         compiled=_int(record.get("compiled")),
         rss=_optional(record.get("rss", figures.get("rss"))),
-        explanation=explanation,
+        explanation=_explanation_of(record, programs),
         cleared=(_int(cleared.get("programs")), _int(cleared.get("bytes"))) if isinstance(cleared, dict) else None,
         cleared_host=(
             (_int(host.get(REMEDY_STEPS[0])), _int(host.get(REMEDY_STEPS[1])), _int(host.get(REMEDY_STEPS[2])))
@@ -752,13 +794,34 @@ def line_of_record(test: str, record: dict[str, Any], programs: Any = ()) -> Lin
     )
 
 
+def _explanation_of(record: dict[str, Any], programs: Any) -> Explanation | None:
+    """A named test's explanation again, from its record (report_record); None where it has none."""
+    if not isinstance(record.get("made"), list):
+        return None
+    return Explanation(
+        made=tuple(
+            Made(m.get("site"), _int(m.get("bytes")), _int(m.get("arrays")), str(m.get("shape", "")))
+            for m in record["made"]
+            if isinstance(m, dict)
+        ),
+        held=tuple(
+            Holder(str(h.get("by", "")), str(h.get("path", "")), _int(h.get("bytes")))
+            for h in record.get("held") or []
+            if isinstance(h, dict)
+        ),
+        traceback=_int(record.get("traceback")),
+        collected=_int(record.get("collected")),
+        programs=tuple((site, _int(n)) for site, n in programs or ()),
+    )
+
+
 def _optional(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _host_of(figures: dict[str, Any]) -> Any:
+def _host_of(figures: Any) -> Any:
     """A named test's host explanation again, from its record (host_record); None where it has none."""
-    if not isinstance(figures.get("numpy"), list):
+    if not isinstance(figures, dict) or not isinstance(figures.get("numpy"), list):
         return None
     return HostExplanation(
         numpy=tuple(
@@ -812,45 +875,54 @@ def account_of(
     died = {str(c.get("worker")): str(c.get("test")) for c in crashed}
     workers: dict[str, Session] = {}
     counts: dict[str, int] = {}
-    made: list[tuple[Any, str, int]] = []
-    programs_by_test: dict[Any, set[str]] = {}
-    held: dict[Any, int] = {}
     for worker in set(sessions) | set(by_worker) | set(died):
         lines = tuple(sorted(by_worker.get(worker, []), key=lambda line: line.index))
         sent = sessions.get(worker)
-        if sent is None:  # a crashed worker: what its recorder held, its last line its end
-            end = None
-            if lines:
-                last = lines[-1]
-                end = {"started": True, "devices": last.devices, "stand_in": last.stand_in, "rss": last.rss}
-                end["executables"] = last.executables
-            workers[worker] = Session(None, _reading_of(end), lines, threshold, host_threshold=host_threshold)
-            counts[worker] = len(lines)
-            continue
-        workers[worker] = Session(
-            _reading_of(sent.get("first")),
-            _reading_of(sent.get("last"), _sizes(sent.get("alive"))),
-            lines,
-            threshold,
-            _sizes(sent.get("bytes_limit")),
-            fixtures_ended=tuple((str(o), _int(n)) for o, n in sent.get("fixtures_ended") or ()),
-            fixture_holds=tuple(
-                (str(o), tuple(Holder(str(h), str(p), _int(n)) for h, p, n in holds))
-                for o, holds in sent.get("fixture_holds") or ()
-            ),
-            after_gc=_sizes(sent.get("after_gc")),
-            remedy=str(sent.get("remedy") or ""),
-            host_limit=_host_limit(sent.get("host_limit")),
-            host_threshold=host_threshold,
-            host_end=_host_of(sent["host_end"]) if isinstance(sent.get("host_end"), dict) else None,
-        )
-        counts[worker] = _int(sent.get("tests"), len(lines))
-        made += [(site, str(test), _int(n)) for site, test, n in sent.get("made_at_end") or ()]
-        for site, names in sent.get("programs_by_test") or ():
-            programs_by_test.setdefault(site, set()).update(names)
-        for site, n in sent.get("held_programs") or ():
-            held[site] = held.get(site, 0) + _int(n)
+        workers[worker] = _session_of(sent, lines, threshold, host_threshold)
+        counts[worker] = len(lines) if sent is None else _int(sent.get("tests"), len(lines))
+    made, programs_by_test, held = _ingredients_of([sessions[worker] for worker in workers if worker in sessions])
     return account(workers, counts, died, made, programs_by_test, held, threshold, host_threshold)
+
+
+def _session_of(sent: dict[str, Any] | None, lines: tuple[Line, ...], threshold: int, host_threshold: int) -> Session:
+    """A worker's session again, from its session_record; a crashed worker's (``sent`` None) from
+    what its flight recorder held, its last line its end."""
+    if sent is None:
+        last = lines[-1] if lines else None
+        end = Between(True, dict(last.devices), last.stand_in, last.executables, last.rss) if last else None
+        return Session(None, end, lines, threshold, host_threshold=host_threshold)
+    return Session(
+        _reading_of(sent.get("first")),
+        _reading_of(sent.get("last"), _sizes(sent.get("alive"))),
+        lines,
+        threshold,
+        _sizes(sent.get("bytes_limit")),
+        fixtures_ended=tuple((str(o), _int(n)) for o, n in sent.get("fixtures_ended") or ()),
+        fixture_holds=tuple(
+            (str(o), tuple(Holder(str(h), str(p), _int(n)) for h, p, n in holds))
+            for o, holds in sent.get("fixture_holds") or ()
+        ),
+        after_gc=_sizes(sent.get("after_gc")),
+        remedy=str(sent.get("remedy") or ""),
+        host_limit=_host_limit(sent.get("host_limit")),
+        host_threshold=host_threshold,
+        host_end=_host_of(sent.get("host_end")),
+    )
+
+
+def _ingredients_of(
+    sent: list[dict[str, Any]],
+) -> tuple[list[tuple[Any, str, int]], dict[Any, set[str]], dict[Any, int]]:
+    """The ingredients of the patterns over every worker, as _ingredients_record wrote each one's."""
+    made = [(site, str(test), _int(n)) for one in sent for site, test, n in one.get("made_at_end") or ()]
+    programs_by_test: dict[Any, set[str]] = {}
+    held: dict[Any, int] = {}
+    for one in sent:
+        for site, names in one.get("programs_by_test") or ():
+            programs_by_test.setdefault(site, set()).update(names)
+        for site, n in one.get("held_programs") or ():
+            held[site] = held.get(site, 0) + _int(n)
+    return made, programs_by_test, held
 
 
 def _host_limit(sent: Any) -> tuple[int, str] | None:

@@ -5,6 +5,7 @@ text, no plotting library."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,10 @@ WIDTH, HEIGHT = 760, 420  # the height grows with the legend (a host with many d
 LEFT, RIGHT, TOP, BOTTOM = 90, 250, 50, 60  # margins: the y labels left, the legend right
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 HOST_COLOR = "#7f7f7f"
+PLOT_W = WIDTH - LEFT - RIGHT
+Scale = Callable[[float], float]  # a figure to its coordinate
+LegendEntries = list[tuple[str, str]]  # a swatch's color and its label
+Records = list[dict[str, Any]]  # the tests' lines, as the JSON report keeps them
 
 
 def _xml(text: str) -> str:
@@ -35,6 +40,39 @@ def _nice_step(span: float) -> float:
     raw = max(span, 1.0) / 5
     power = 10 ** (len(str(int(raw))) - 1)
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _open(height: int, title: str, *subtitles: str) -> list[str]:
+    """A picture's start: its size, a white ground, the title, a grey line each of ``subtitles`` (markup)."""
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
+        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
+        *(f'<text x="{LEFT}" y="{38 + 16 * i}" fill="#555">{text}</text>' for i, text in enumerate(subtitles)),
+    ]
+
+
+def _grid(y: Scale, low: float, high: float, step: float, fmt: Callable[[Any], str]) -> list[str]:
+    """Gridlines ``step`` apart from ``low`` to ``high``, each labelled on the left (``fmt``)."""
+    out = []
+    v = low
+    while v <= high + step / 2:
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_xml(fmt(v))}</text>')
+        v += step
+    return out
+
+
+def _axes(top: float, bottom: float) -> list[str]:
+    return [
+        f'<line x1="{LEFT}" x2="{LEFT}" y1="{top}" y2="{bottom}" stroke="#333"/>',
+        f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{bottom}" y2="{bottom}" stroke="#333"/>',
+    ]
+
+
+def _points(xy: Iterable[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
 
 
 def _legend(entries: list[tuple[str | None, str, bool]], right: float, top: float) -> list[str]:
@@ -68,7 +106,7 @@ def draw_order(series: Series, report: LeakReport) -> tuple[bool, bool, bool]:
 
 def leak_timeline(report: LeakReport, title: str) -> str:
     """The SVG document for ``report``; ``title`` names the test."""
-    series = [s for s in report.series if s.device != "host"] + [s for s in report.series if s.device == "host"]
+    series = sorted(report.series, key=lambda s: s.device == "host")  # the devices' first
     n = report.iterations
     grown = {s.name: [v - s.values[0] for v in s.values] for s in series}
     threshold_line = [report.threshold * k for k in range(n + 1)]
@@ -78,75 +116,77 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     low = (low // step) * step
     high = low + step * max(1, -(-(high - low) // step))
     height = max(HEIGHT, TOP + 30 * (len(series) + 1) + BOTTOM)
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, height - TOP - BOTTOM
+    bottom = height - BOTTOM
 
-    def x(k: int) -> float:
-        return LEFT + plot_w * k / max(n, 1)
+    def x(k: float) -> float:
+        return LEFT + PLOT_W * k / max(n, 1)
 
     def y(v: float) -> float:
-        return TOP + plot_h * (1 - (v - low) / (high - low))
+        return TOP + (bottom - TOP) * (1 - (v - low) / (high - low))
 
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        'font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
-        f'<text x="{LEFT}" y="38" fill="#555">leak_check: growth since the baseline (after the warmup) after each of '
-        f"{n} runs; threshold {_xml(format_size(report.threshold))}/run</text>",
-    ]
-    v: float = low
-    while v <= high + step / 2:  # gridlines and y labels
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_xml(format_size(v))}</text>')
-        v += step
-    for k in range(n + 1):  # x ticks
-        label = "baseline" if k == 0 else f"run {k}"
-        out.append(f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{TOP + plot_h}" y2="{TOP + plot_h + 5}" stroke="#333"/>')
-        out.append(f'<text x="{x(k):.1f}" y="{TOP + plot_h + 20}" text-anchor="middle">{label}</text>')
-    out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#333"/>')
-    out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#333"/>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{height - 12}" text-anchor="middle">run of the checked code</text>')
-    out.append(
-        f'<text transform="translate(18,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
+    out = _open(
+        height,
+        title,
+        "leak_check: growth since the baseline (after the warmup) after each of "
+        f"{n} runs; threshold {_xml(format_size(report.threshold))}/run",
     )
-    points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(threshold_line))
+    out += _grid(y, low, high, step, format_size) + _ticks(n, x, bottom) + _axes(TOP, bottom)
+    out.append(f'<text x="{LEFT + PLOT_W / 2}" y="{height - 12}" text-anchor="middle">run of the checked code</text>')
+    out.append(
+        f'<text transform="translate(18,{(TOP + bottom) / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
+    )
+    points = _points((x(k), y(val)) for k, val in enumerate(threshold_line))
     out.append(
         f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>'
     )
     legend: list[tuple[str | None, str, bool]] = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
     drawn_series: list[tuple[tuple[bool, bool, bool], list[str]]] = []
     for i, s in enumerate(series):
-        color = HOST_COLOR if s.device == "host" else COLORS[i % len(COLORS)]
-        dotted = s.every if s.device == "host" else i >= len(COLORS)  # host RSS beside the host's split; past 8 devices
-        style = ' stroke-dasharray="2,2"' if dotted else ""
-        points = " ".join(f"{x(k):.1f},{y(val):.1f}" for k, val in enumerate(grown[s.name]))
-        width = 3 if s in report.leaking_series else 2
-        drawn = [
-            f'<polyline class="series" data-name="{_xml(s.name)}" points="{points}" fill="none" '
-            f'stroke="{color}" stroke-width="{width}"{style}/>',
-            *(
-                f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="3" fill="{color}"/>'
-                for k, val in enumerate(grown[s.name])
-            ),
-        ]
+        drawn, said = _series(s, i, report, [(x(k), y(v)) for k, v in enumerate(grown[s.name])])
         drawn_series.append((draw_order(s, report), drawn))
-        verdict = (
-            "leaks" if s in report.leaking_series else "ok" if report.threshold_for(s) is not None else "not judged"
-        )
-        legend.append((color, f"{s.name}: {format_size(s.growth)}/run, {verdict}", False))
-        legend.append((None, f"from {format_size(s.values[0])}", False))
+        legend += said
     for _, drawn in sorted(drawn_series, key=lambda d: d[0]):  # stable: the legend's order among equals
         out += drawn
-    out += _legend(legend, LEFT + plot_w, TOP + 10)
+    out += _legend(legend, LEFT + PLOT_W, TOP + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _ticks(n: int, x: Scale, bottom: int) -> list[str]:
+    """The x axis' ticks: the baseline, then each of ``n`` runs."""
+    out = []
+    for k in range(n + 1):
+        label = "baseline" if k == 0 else f"run {k}"
+        out.append(f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{bottom}" y2="{bottom + 5}" stroke="#333"/>')
+        out.append(f'<text x="{x(k):.1f}" y="{bottom + 20}" text-anchor="middle">{label}</text>')
+    return out
+
+
+def _series(
+    s: Series, i: int, report: LeakReport, xy: list[tuple[float, float]]
+) -> tuple[list[str], list[tuple[str | None, str, bool]]]:
+    """The ``i``-th series of a leak check's timeline at the points ``xy``: its line (heavier where
+    it leaks; dotted for host RSS beside the host's split and past 8 devices) with a dot at each
+    run, and its legend's entries."""
+    host = s.device == "host"
+    color = HOST_COLOR if host else COLORS[i % len(COLORS)]
+    dash = ' stroke-dasharray="2,2"' if (s.every if host else i >= len(COLORS)) else ""
+    leaks = s in report.leaking_series
+    verdict = "leaks" if leaks else "ok" if report.threshold_for(s) is not None else "not judged"
+    drawn = [
+        f'<polyline class="series" data-name="{_xml(s.name)}" points="{_points(xy)}" fill="none" '
+        f'stroke="{color}" stroke-width="{3 if leaks else 2}"{dash}/>',
+        *(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{color}"/>' for cx, cy in xy),
+    ]
+    said = f"{s.name}: {format_size(s.growth)}/run, {verdict}"
+    return drawn, [(color, said, False), (None, f"from {format_size(s.values[0])}", False)]
 
 
 SESSION_PANEL = 220  # the height of each of the session picture's two panels
 
 
 def session_picture(
-    records: list[dict[str, Any]],
+    records: Records,
     count: int,
     threshold: int,
     title: str,
@@ -158,81 +198,98 @@ def session_picture(
     report's, telling.ledger.report_record, with ``test``; in the order they ran): the device
     memory after each test, a line per device (from the test a backend had started by), with a red
     dot where a test was named for what it left (hover: the test and its residue); the process's
-    host memory (RSS) after each test, dotted, with the runner's memory limit as a rule where it
+    host memory (RSS) after each test, dashed, with the runner's memory limit as a rule where it
     is within reach of the chart (``host_limit``: this process's share, and where it was read), and
     an orange dot where a test was named for the host memory it grew (``host_threshold``); below,
     the programs jax holds after each test."""
     every = sorted(records, key=lambda r: r["index"])
     read = [r for r in every if r.get("started") is not False]
-    host = [(r["index"], r["host"]["rss"]) for r in every if isinstance((r.get("host") or {}).get("rss"), int)]
-    labels = sorted({label for r in read for label in r["devices"]})
-    n = max(count, 1)
-    plot_w = WIDTH - LEFT - RIGHT
-    height = TOP + 20 + 2 * SESSION_PANEL + 3 * BOTTOM // 2 + 20
     top2 = TOP + 20 + SESSION_PANEL + BOTTOM
+    height = TOP + 20 + 2 * SESSION_PANEL + 3 * BOTTOM // 2 + 20
 
-    def x(index: int) -> float:
-        return LEFT + plot_w * (index - 1) / max(n - 1, 1)
-
-    def axis(high: float, top: int, fmt: Any) -> tuple[Any, list[str]]:
-        step = _nice_step(high)
-        high = step * max(1, -(-high // step))
-
-        def y(v: float) -> float:
-            return top + SESSION_PANEL * (1 - v / high)
-
-        out = []
-        v: float = 0
-        while v <= high + step / 2:
-            out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>')
-            out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_xml(fmt(v))}</text>')
-            v += step
-        out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{top}" y2="{top + SESSION_PANEL}" stroke="#333"/>')
-        out.append(
-            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{top + SESSION_PANEL}" y2="{top + SESSION_PANEL}" stroke="#333"/>'
-        )
-        return y, out
+    def x(index: float) -> float:
+        return LEFT + PLOT_W * (index - 1) / max(count - 1, 1)
 
     what = "live arrays' bytes (the runtime reports none)" if stand_in else "the runtime's bytes in use"
-    first = TOP + 20  # two lines of subtitle
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        'font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">{_xml(title)}</text>',
-        f'<text x="{LEFT}" y="38" fill="#555">device memory after each test: {_xml(what)}; host memory dashed</text>',
-        f'<text x="{LEFT}" y="54" fill="#555">red: a test that left {_xml(format_size(threshold))} or more of its '
-        + (
-            "arrays alive"
-            if not host_threshold
-            else f"arrays; orange: grew host memory {_xml(format_size(host_threshold))}+"
-        )
-        + " (hover for its name)</text>",
+    orange = f"; orange: grew host memory {_xml(format_size(host_threshold))}+" if host_threshold else " alive"
+    out = _open(
+        height,
+        title,
+        f"device memory after each test: {_xml(what)}; host memory dashed",
+        f"red: a test that left {_xml(format_size(threshold))} or more of its arrays{orange} (hover for its name)",
+    )
+    drawn, devices, host = _memory(every, read, threshold, host_limit, host_threshold, x)
+    out += drawn + _programs(read, top2, x)
+    below = top2 + SESSION_PANEL + 20
+    out += [
+        f'<text x="{LEFT}" y="{below}" text-anchor="start">test 1</text>',
+        f'<text x="{LEFT + PLOT_W}" y="{below}" text-anchor="end">test {count}</text>',
+        f'<text x="{LEFT + PLOT_W / 2}" y="{below}" text-anchor="middle">tests, in the order they ran</text>',
     ]
+    legend = [*devices, (HOST_COLOR, "programs jax holds"), *host]
+    out += _legend([(color, label, label.startswith("host")) for color, label in legend], LEFT + PLOT_W, TOP + 30)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _panel(high: float, top: int, fmt: Callable[[Any], str]) -> tuple[Scale, list[str]]:
+    """A panel of the session picture from ``top`` down: its scale from 0 past ``high``, gridlines, axes."""
+    step = _nice_step(high)
+    high = step * max(1, -(-high // step))
+
+    def y(v: float) -> float:
+        return top + SESSION_PANEL * (1 - v / high)
+
+    return y, _grid(y, 0, high, step, fmt) + _axes(top, top + SESSION_PANEL)
+
+
+def _memory(
+    every: Records, read: Records, threshold: int, host_limit: tuple[int, str] | None, host_threshold: int, x: Scale
+) -> tuple[list[str], LegendEntries, LegendEntries]:
+    """The session picture's first panel: device and host memory on one scale, up to the runner's limit
+    where it is within twice the most; the legend's entries of the devices, then of the host."""
+    host = [(r["index"], r["host"]["rss"]) for r in every if isinstance((r.get("host") or {}).get("rss"), int)]
     high = max([1, *(n for r in read for n in r["devices"].values()), *(rss for _, rss in host)])
-    limit_drawn = host_limit is not None and host_limit[0] <= 2 * high
-    if limit_drawn and host_limit is not None:
-        high = max(high, host_limit[0])
-    y, drawn = axis(high, first, format_size)
-    out += drawn
-    bottom_of_first = first + SESSION_PANEL
+    limit = host_limit[0] if host_limit is not None and host_limit[0] <= 2 * high else None
+    y, out = _panel(high if limit is None else max(high, limit), TOP + 20, format_size)
+    drawn, host_legend = _host_line(host, host_limit, limit is not None, x, y)
+    devices, legend = _devices(read, threshold, x, y)
+    return out + drawn + _host_named(every, host_threshold, x, y) + devices, legend, host_legend
+
+
+def _host_line(
+    host: list[tuple[int, int]], host_limit: tuple[int, str] | None, limit_drawn: bool, x: Scale, y: Scale
+) -> tuple[list[str], LegendEntries]:
+    """The process's host memory after each test, dashed; the runner's limit said under the panel,
+    and drawn as a rule where ``limit_drawn``; the legend's entries."""
+    out, legend = [], []
     if host:
-        points = " ".join(f"{x(i):.1f},{y(rss):.1f}" for i, rss in host)
         out.append(
-            f'<polyline class="host" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2" '
-            'stroke-dasharray="4 3"/>'
+            f'<polyline class="host" points="{_points((x(i), y(rss)) for i, rss in host)}" fill="none" '
+            f'stroke="{HOST_COLOR}" stroke-width="2" stroke-dasharray="4 3"/>'
         )
-    if host_limit is not None:
-        said = f"the runner's memory limit{' (this process’s share)' if 'shared by' in host_limit[1] else ''}: "
-        said += f"{format_size(host_limit[0])} ({host_limit[1]})"
-        if limit_drawn:
-            out.append(
-                f'<line class="limit" x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(host_limit[0]):.1f}" '
-                f'y2="{y(host_limit[0]):.1f}" stroke="#d62728" stroke-dasharray="8 4"><title>{_xml(said)}</title></line>'
-            )
-        else:
-            said += ", above the chart"
-        out.append(f'<text x="{LEFT}" y="{bottom_of_first + 32}" fill="#555" font-size="11">{_xml(said)}</text>')
+        legend.append((HOST_COLOR, "host memory (RSS)"))
+    if host_limit is None:
+        return out, legend
+    limit, source = host_limit
+    said = f"the runner's memory limit{' (this process’s share)' if 'shared by' in source else ''}: "
+    said += f"{format_size(limit)} ({source})"
+    if limit_drawn:
+        out.append(
+            f'<line class="limit" x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
+            f'stroke="#d62728" stroke-dasharray="8 4"><title>{_xml(said)}</title></line>'
+        )
+        legend.append(("#d62728", "host: the runner's limit"))
+    else:
+        said += ", above the chart"
+    out.append(f'<text x="{LEFT}" y="{TOP + 20 + SESSION_PANEL + 32}" fill="#555" font-size="11">{_xml(said)}</text>')
+    return out, legend
+
+
+def _host_named(every: Records, host_threshold: int, x: Scale, y: Scale) -> list[str]:
+    """An orange dot where a test was named for the host memory it grew (not where jax's backend
+    started), its name on hover."""
+    out = []
     for r in every:
         figures = r.get("host") or {}
         grew, rss = figures.get("grew"), figures.get("rss")
@@ -243,43 +300,40 @@ def session_picture(
                     f'<circle class="host-named" cx="{x(r["index"]):.1f}" cy="{y(rss):.1f}" r="4" fill="#ff7f0e">'
                     f"<title>{_xml(tip)}</title></circle>"
                 )
-    legend = []
-    for i, label in enumerate(labels):
+    return out
+
+
+def _devices(read: Records, threshold: int, x: Scale, y: Scale) -> tuple[list[str], LegendEntries]:
+    """The device memory after each test, a line per device, and a red dot where a test was named
+    for what it left (on the device it grew most), its name on hover; the legend's entries."""
+    out, legend = [], []
+    for i, label in enumerate(sorted({label for r in read for label in r["devices"]})):
         color = COLORS[i % len(COLORS)]
-        points = " ".join(f"{x(r['index']):.1f},{y(r['devices'].get(label, 0)):.1f}" for r in read)
+        points = _points((x(r["index"]), y(r["devices"].get(label, 0))) for r in read)
         out.append(
             f'<polyline class="device" data-name="{_xml(label)}" points="{points}" fill="none" stroke="{color}" '
             'stroke-width="2"/>'
         )
         legend.append((color, label))
     for r in read:
-        if over(r["left"], threshold):
-            change = r.get("change") or {}
-            label = max(r["devices"], key=lambda d: change.get(d, 0), default=None)
-            if label is None:
-                continue
+        if not over(r["left"], threshold):
+            continue
+        change = r.get("change") or {}
+        grown = max(r["devices"], key=lambda d: change.get(d, 0), default=None)
+        if grown is not None:
             tip = f"{r['test']}: left {format_size(r['left'])}"
             out.append(
-                f'<circle class="named" cx="{x(r["index"]):.1f}" cy="{y(r["devices"][label]):.1f}" r="4" fill="#d62728">'
-                f"<title>{_xml(tip)}</title></circle>"
+                f'<circle class="named" cx="{x(r["index"]):.1f}" cy="{y(r["devices"][grown]):.1f}" r="4" '
+                f'fill="#d62728"><title>{_xml(tip)}</title></circle>'
             )
+    return out, legend
+
+
+def _programs(read: Records, top: int, x: Scale) -> list[str]:
+    """The session picture's second panel, from ``top`` down: the programs jax holds after each test."""
     held = [r for r in read if r.get("executables") is not None]
-    y2, drawn = axis(max([1, *(r["executables"] for r in held)]), top2, lambda v: f"{v:g}")
-    out += drawn
-    out.append(f'<text x="{LEFT}" y="{top2 - 10}" fill="#555">programs jax holds compiled, after each test</text>')
-    points = " ".join(f"{x(r['index']):.1f},{y2(r['executables']):.1f}" for r in held)
+    y, out = _panel(max([1, *(r["executables"] for r in held)]), top, lambda v: f"{v:g}")
+    out.append(f'<text x="{LEFT}" y="{top - 10}" fill="#555">programs jax holds compiled, after each test</text>')
+    points = _points((x(r["index"]), y(r["executables"])) for r in held)
     out.append(f'<polyline class="programs" points="{points}" fill="none" stroke="{HOST_COLOR}" stroke-width="2"/>')
-    legend.append((HOST_COLOR, "programs jax holds"))
-    if host:
-        legend.append((HOST_COLOR, "host memory (RSS)"))
-    if host_limit is not None and limit_drawn:
-        legend.append(("#d62728", "host: the runner's limit"))
-    bottom = top2 + SESSION_PANEL
-    out.append(f'<text x="{LEFT}" y="{bottom + 20}" text-anchor="start">test 1</text>')
-    out.append(f'<text x="{LEFT + plot_w}" y="{bottom + 20}" text-anchor="end">test {count}</text>')
-    out.append(
-        f'<text x="{LEFT + plot_w / 2}" y="{bottom + 20}" text-anchor="middle">tests, in the order they ran</text>'
-    )
-    out += _legend([(color, label, label.startswith("host")) for color, label in legend], LEFT + plot_w, first + 10)
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out
