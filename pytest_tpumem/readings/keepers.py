@@ -48,40 +48,29 @@ class Keeper:
         return self.name + (f" at {self.path}" if self.path else "")
 
 
+_SHOWN = {"key": "[{!r}]", "index": "[{}]", "attr": ".{}", "in": "(in a {})"}  # a cell's step is not shown
+
+
 def _render(steps: list[Step]) -> str:
-    out = []
-    for kind, key in steps:
-        if kind == "key":
-            out.append(f"[{key!r}]")
-        elif kind == "index":
-            out.append(f"[{key}]")
-        elif kind == "attr":
-            out.append(f".{key}")
-        elif kind == "in":
-            out.append(f"(in a {key})")
-    return "".join(out)
+    return "".join(_SHOWN[kind].format(key) for kind, key in steps if kind in _SHOWN)
 
 
 def _step(holder: Any, child: Any) -> Step | None:
     """How ``holder`` refers to ``child``; None where it holds it in no way told here."""
     if isinstance(holder, dict):
-        for k, v in list(holder.items())[:100_000]:
-            if v is child:
-                return ("key", k)
-        return ("in", "dict's keys")
+        return next((("key", k) for k, v in list(holder.items())[:100_000] if v is child), ("in", "dict's keys"))
     if isinstance(holder, (list, tuple)):
-        for i, v in enumerate(holder):
-            if v is child:
-                return ("index", i)
-        return None
+        return next((("index", i) for i, v in enumerate(holder) if v is child), None)
     if isinstance(holder, types.CellType):
         return ("cell", None)
+    return _attribute(holder, child)
+
+
+def _attribute(holder: Any, child: Any) -> Step:
+    """The attribute of ``holder`` (not a class) that is ``child``; else that ``holder`` holds it."""
     attributes = getattr(holder, "__dict__", None) if not isinstance(holder, type) else None
-    if isinstance(attributes, dict):
-        for k, v in attributes.items():
-            if v is child:
-                return ("attr", k)
-    return ("in", type(holder).__name__)
+    pairs = attributes.items() if isinstance(attributes, dict) else ()
+    return next((("attr", k) for k, v in pairs if v is child), ("in", type(holder).__name__))
 
 
 def _starts(steps: list[Step], *kinds: str) -> bool:
@@ -235,16 +224,8 @@ class Walk:
                 if not _any_large(ndarray, min_bytes, gc.get_referents(*chunk)):
                     continue  # most of the heap: one call for the chunk, no list an object
                 for obj in chunk:
-                    if isinstance(obj, types.FrameType):
-                        continue  # a running function's locals: not what a test left
-                    for value in gc.get_referents(obj):
-                        t = type(value)
-                        if (
-                            t is ndarray
-                            or ((t is dict or t is tuple) and not gc.is_tracked(value))
-                            or isinstance(value, ndarray)
-                        ):
-                            _look(ndarray, min_bytes, [(obj, value)], found, visited)
+                    if not isinstance(obj, types.FrameType):  # a running function's locals: not what a test left
+                        _look_below(ndarray, min_bytes, obj, found, visited)
         finally:
             del objects
         return list(found.values())
@@ -286,6 +267,24 @@ def _any_large(ndarray: Any, min_bytes: int, referents: list[Any]) -> bool:
     return False
 
 
+def _look_below(ndarray: type, min_bytes: int, obj: Any, found: dict[int, Any], visited: set[int]) -> None:
+    """The numpy arrays ``obj`` holds, or the containers gc does not track below it holds, into
+    ``found`` (as _look)."""
+    for value in gc.get_referents(obj):
+        t = type(value)
+        if t is ndarray or (t in _CONTAINERS and not gc.is_tracked(value)) or isinstance(value, ndarray):
+            _look(ndarray, min_bytes, [(obj, value)], found, visited)
+
+
+def _array(value: Any, min_bytes: int, chain: list[tuple[Any, Any]], found: dict[int, Any]) -> None:
+    """``value``, a numpy array at the end of ``chain``, into ``found`` where its memory is large
+    and not there yet."""
+    root = memory_of(value)
+    if root.base is None and root.nbytes >= min_bytes and id(root) not in found:
+        steps = [s for c, child in chain if (s := _step(c, child)) is not None]
+        found[id(root)] = (value, chain[0][0], steps)
+
+
 def _look(
     ndarray: type, min_bytes: int, chain: list[tuple[Any, Any]], found: dict[int, Any], visited: set[int]
 ) -> None:
@@ -294,10 +293,7 @@ def _look(
     array, the tracked holder, the steps down))."""
     value = chain[-1][1]
     if isinstance(value, ndarray):
-        root = memory_of(value)
-        if root.base is None and root.nbytes >= min_bytes and id(root) not in found:
-            steps = [s for c, child in chain if (s := _step(c, child)) is not None]
-            found[id(root)] = (value, chain[0][0], steps)
+        _array(value, min_bytes, chain, found)
         return
     if len(chain) <= UNTRACKED_DEPTH and type(value) in (dict, tuple) and not gc.is_tracked(value):
         if id(value) not in visited:
