@@ -214,7 +214,7 @@ def _site(
         eqn=eqn,
         prim=eqn.primitive.name,
         ins=ins,
-        in_taint=frozenset().union(*(taints.get(v, frozenset()) for v in ins if not _is_literal(v))),
+        in_taint=_taint(ins, taints),
         frame=frame,
         names=names,
         line=f"{frame.file}:{frame.line}" if frame is not None else "",
@@ -223,6 +223,20 @@ def _site(
         # the backward pass of a gradient: jax names what it transposed "transpose(jvp(...))"
         backward=backward or "transpose(" in str(getattr(getattr(eqn, "source_info", None), "name_stack", "")),
     )
+
+
+def _taint(values: list[Any], taints: dict[Any, frozenset[int]]) -> frozenset[int]:
+    """The widenings ``values`` derive from (a literal from none)."""
+    return frozenset().union(*(taints.get(v, frozenset()) for v in values if not _is_literal(v)))
+
+
+def _narrow_operand(site: _Site) -> Any:
+    """The narrow float operand an operation may widen: a conversion's, or one of an operation with
+    no wide operand; None where there is none."""
+    narrow_in = [v for v in site.ins if is_narrow(_dtype(v))]
+    if not narrow_in or any(is_wide(_dtype(v)) for v in site.ins) and site.prim != "convert_element_type":
+        return None
+    return narrow_in[0]
 
 
 def _library(site: _Site, called: str) -> str:
@@ -319,10 +333,7 @@ class _Reader:
             taints[o] = _through(t or site.in_taint, site.backward)
             self._region(taints[o], site, o)
             if not taints[o]:
-                self.origin.setdefault(
-                    o,
-                    f"{_words(_dtype(o))} value made at {site.line or 'an unknown line'} ({name.strip('_') or site.prim})",
-                )
+                self._made(o, site, name.strip("_") or site.prim)
 
     def _subs(
         self, site: _Site, subs: list[tuple[Any, list[Any]]], taints: dict[Any, frozenset[int]], name: str
@@ -378,7 +389,11 @@ class _Reader:
         if site.prim in _SHAPE_OPS and first is not None and first in self.origin:
             self.origin[o] = self.origin[first]  # a broadcast constant is still that constant
         else:
-            self.origin.setdefault(o, f"{_words(dt)} value made at {site.line or 'an unknown line'} ({site.prim})")
+            self._made(o, site, site.prim)
+
+    def _made(self, o: Any, site: _Site, what: str) -> None:
+        """Words for a wide value not from a narrow one, where it has none yet."""
+        self.origin.setdefault(o, f"{_words(_dtype(o))} value made at {site.line or 'an unknown line'} ({what})")
 
     def _region(self, taint: frozenset[int], site: _Site, value: Any) -> None:
         for i in taint:
@@ -390,8 +405,8 @@ class _Reader:
                 w["kept"] = True
 
     def _widening(self, site: _Site, out: Any) -> int | None:
-        narrow_in = [v for v in site.ins if is_narrow(_dtype(v))]
-        if not narrow_in or any(is_wide(_dtype(v)) for v in site.ins) and site.prim != "convert_element_type":
+        narrow = _narrow_operand(site)
+        if narrow is None:
             return None
         called = _called(site.names)
         how_op = _how(site.prim, called, _library(site, called))
@@ -407,7 +422,7 @@ class _Reader:
                 "function": site.frame.function if site.frame is not None else "",
                 "op": op,
                 "shape": _shape(out),
-                "narrow": short_dtype(_dtype(narrow_in[0])),
+                "narrow": short_dtype(_dtype(narrow)),
                 "wide": short_dtype(_dtype(out)),
                 "nbytes": _nbytes(out),
                 "kept": False,
@@ -424,15 +439,14 @@ class _Reader:
     def _describe(self, v: Any, taints: dict[Any, frozenset[int]], frame: Frame | None) -> tuple[int, str]:
         """The wider operand that promoted an operation: (the widening it came from, or -1; words)."""
         dt = _dtype(v)
-        taint = taints.get(v) if not _is_literal(v) else None
-        if taint:
-            return min(_index(i) for i in taint), ""
-        named = constant_names(frame, dt) if frame is not None else ""
-        said = self.origin.get(v, "") if not _is_literal(v) else ""
-        if named and (_is_literal(v) or "constant" in said):
-            return -1, f"{_words(dt)} constant {named}"
         if _is_literal(v):
-            return -1, f"{_words(dt)} literal {getattr(v, 'val', '?')!r}"
+            named = constant_names(frame, dt)
+            return -1, f"{_words(dt)} constant {named}" if named else f"{_words(dt)} literal {getattr(v, 'val', '?')!r}"
+        if taints.get(v):
+            return min(_index(i) for i in taints[v]), ""
+        named, said = constant_names(frame, dt), self.origin.get(v, "")
+        if named and "constant" in said:
+            return -1, f"{_words(dt)} constant {named}"
         return -1, said or f"{_words(dt)} value"
 
     def arguments(self, jaxpr: Any) -> None:
@@ -511,9 +525,11 @@ def _widening(w: dict[str, Any], program: str) -> Widening:
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def constant_names(frame: Frame, dtype: Any) -> str:
+def constant_names(frame: Frame | None, dtype: Any) -> str:
     """The module-level names on the user's line that hold a value of ``dtype`` (a float32
     constant), each with the line that defines it: ``EPS_F32 (src/norm.py:9)``; "" where none."""
+    if frame is None:
+        return ""
     try:
         return _constant_names(frame.file, frame.line, str(getattr(dtype, "name", dtype)))
     except Exception:  # naming is a courtesy: never an error
