@@ -361,11 +361,9 @@ class _Reader:
         if len(params) != len(args):
             return inside
         for a, b in zip(params, args):
-            if _is_literal(b):
-                continue
-            if b in taints:
+            if not _is_literal(b) and b in taints:
                 inside[a] = taints[b]
-            if b in self.origin:
+            if not _is_literal(b) and b in self.origin:
                 self.origin[a] = self.origin[b]
         return inside
 
