@@ -129,70 +129,98 @@ def _root(widenings: list[Any], i: int) -> int:
     return i
 
 
-def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> PrecisionReport:
-    """Each float32 array of ``buffers`` (per backend or target: readings.buffers.Buffer) placed in
-    one kind, and the widenings of ``precisions`` (readings.precision.Precision, one per program)
-    grouped with what their arrays cost."""
-    flat: list[Any] = []  # every widening, with its program's offset applied to ``via``
+def _flat(precisions: list[Any]) -> list[Any]:
+    """Every widening of the programs, with its program's offset applied to ``via``."""
+    flat: list[Any] = []
     for p in precisions:
         base = len(flat)
         flat += [w if w.via < 0 else replace(w, via=w.via + base) for w in p.widenings]
-    roots = [_root(flat, i) for i in range(len(flat))]
+    return flat
+
+
+def _keyed(flat: list[Any]) -> tuple[dict[tuple[str, str, int], list[int]], dict[tuple[str, int], list[int]]]:
+    """Each widening's index under the (line, primitive, elements) of its region's values, and
+    under (line, elements): another operation on the line made the same value (a fusion's name)."""
     exact: dict[tuple[str, str, int], list[int]] = {}
-    sized: dict[tuple[str, int], list[int]] = {}  # another operation on the line made the same value (a fusion's name)
+    sized: dict[tuple[str, int], list[int]] = {}
     for i, w in enumerate(flat):
         for line, prim, n in w.region:
             exact.setdefault((line, prim, n), []).append(i)
             sized.setdefault((line, n), []).append(i)
-    wide = {k for p in precisions for k in p.wide_lines if k[0]}
-    wide_sized = {(line, n) for line, _, n in wide}
-    known = {k[0] for p in precisions for k in (*p.narrow_lines, *p.wide_lines) if k[0]} | {k[0] for k in sized}
-    narrow = any(p.narrow for p in precisions)
+    return exact, sized
 
+
+class _Regions:
+    """The widenings of a test's programs and the (line, primitive, elements) keys of their regions
+    and of the programs' other values, to place each float32 array by."""
+
+    def __init__(self, precisions: list[Any]):
+        self.flat = _flat(precisions)
+        self.roots = [_root(self.flat, i) for i in range(len(self.flat))]
+        self.exact, self.sized = _keyed(self.flat)
+        self.wide = {k for p in precisions for k in p.wide_lines if k[0]}
+        self.wide_sized = {(line, n) for line, _, n in self.wide}
+        lines = {k[0] for p in precisions for k in (*p.narrow_lines, *p.wide_lines) if k[0]}
+        self.known = lines | {line for line, _ in self.sized}
+        self.narrow = any(p.narrow for p in precisions)
+
+    def place(self, b: Any) -> tuple[str, int]:
+        """The kind of a float32 array, and the group (its root's index) it is charged to; -1 for none."""
+        line, prim, n = _line(b.source), _prim(b.op), _elements(b.shape)
+        # a shape that does not parse (n < 0) matches no count, not even one that could not be read
+        takers = (self.exact.get((line, prim, n)) or self.sized.get((line, n))) if b.op and line and n >= 0 else None
+        if not takers:
+            return self._kind(b.op, line, prim, n), -1
+        best = min(takers, key=lambda i: (not named(self.flat[i]), i))
+        return self._charged(best), self.roots[best]
+
+    def _charged(self, best: int) -> str:
+        """The kind of an array in the region of widening ``best``."""
+        group = self.flat[self.roots[best]]
+        if named(self.flat[best]) or named(group):
+            return UPCAST
+        if group.how == GRADIENT:
+            return WIDE_INPUTS  # the gradient of a float32 value: float32 whatever the code asked
+        return ACCUMULATOR
+
+    def _kind(self, op: str, line: str, prim: str, n: int) -> str:
+        """The kind of an array in no widening's region."""
+        if n >= 0 and ((line, prim, n) in self.wide or (line, n) in self.wide_sized):
+            return WIDE_INPUTS
+        if self.narrow and (not op or line in self.known):
+            return COMPILERS_OWN  # no wide value of its size at its line in the program: the compiler's
+        return UNEXPLAINED
+
+    def upcast(self, group: int, charged: dict[tuple[int, str], list[Any]], wheres: list[str]) -> Upcast:
+        """The group whose root is widening ``group``, with what its arrays cost on each of ``wheres``."""
+        root = self.flat[group]
+        members = tuple(w for i, w in enumerate(self.flat) if self.roots[i] == group and i != group)
+        return Upcast(
+            root, members, tuple(_cost(where, root.narrow, charged.get((group, where), [])) for where in wheres)
+        )
+
+
+def _cost(where: str, narrow: str, arrays: list[Any]) -> Cost:
+    arrays = sorted(arrays, key=lambda b: -b.size)
+    beyond = sum(b.size - b.size * element_bytes(narrow) // max(element_bytes(_dtype(b.shape)), 1) for b in arrays)
+    return Cost(where, sum(b.size for b in arrays), beyond, tuple(arrays))
+
+
+def classify(precisions: list[Any], buffers: dict[str, tuple[Any, ...]]) -> PrecisionReport:
+    """Each float32 array of ``buffers`` (per backend or target: readings.buffers.Buffer) placed in
+    one kind, and the widenings of ``precisions`` (readings.precision.Precision, one per program)
+    grouped with what their arrays cost."""
+    regions = _Regions(precisions)
     charged: dict[tuple[int, str], list[Any]] = {}
     kinds: dict[str, dict[str, list[Any]]] = {}
     for where, bufs in buffers.items():
         mine = kinds.setdefault(where, {})
         for b in wide_arrays(bufs):
-            line, n = _line(b.source), _elements(b.shape)
-            known_size = n >= 0  # a shape that does not parse matches no count, not even one that could not be read
-            takers = (
-                (exact.get((line, _prim(b.op), n)) or sized.get((line, n)) or [])
-                if b.op and line and known_size
-                else []
-            )
-            if takers:
-                best = min(takers, key=lambda i: (not named(flat[i]), i))
-                group = roots[best]
-                if named(flat[best]) or named(flat[group]):
-                    kind = UPCAST
-                elif flat[group].how == GRADIENT:
-                    kind = WIDE_INPUTS  # the gradient of a float32 value: float32 whatever the code asked
-                else:
-                    kind = ACCUMULATOR
+            kind, group = regions.place(b)
+            if group >= 0:
                 charged.setdefault((group, where), []).append(b)
-            elif known_size and ((line, _prim(b.op), n) in wide or (line, n) in wide_sized):
-                kind = WIDE_INPUTS
-            elif narrow and (not b.op or line in known):
-                kind = COMPILERS_OWN  # no wide value of its size at its line in the program: the compiler's
-            else:
-                kind = UNEXPLAINED
             mine.setdefault(kind, []).append(b)
-
-    upcasts = []
-    for group in sorted(set(roots)):
-        members = [flat[i] for i in range(len(flat)) if roots[i] == group and i != group]
-        root = flat[group]
-        costs = []
-        for where in buffers:
-            arrays = sorted(charged.get((group, where), []), key=lambda b: -b.size)
-            wide = sum(b.size for b in arrays)
-            beyond = sum(
-                b.size - b.size * element_bytes(root.narrow) // max(element_bytes(_dtype(b.shape)), 1) for b in arrays
-            )
-            costs.append(Cost(where, wide, beyond, tuple(arrays)))
-        upcasts.append(Upcast(root, tuple(members), tuple(costs)))
-    upcasts = _once_each(upcasts)
+    upcasts = _once_each([regions.upcast(group, charged, list(buffers)) for group in sorted(set(regions.roots))])
     upcasts.sort(key=lambda u: (not u.named, -max((c.beyond for c in u.costs), default=0), -u.root.nbytes))
     return PrecisionReport(
         tuple(upcasts),

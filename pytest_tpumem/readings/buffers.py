@@ -10,6 +10,8 @@ module, whose header maps stack frames to files and lines. Only HBM (memory colo
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -82,42 +84,53 @@ def _frames(module_text: str) -> dict[str, str]:
     return out
 
 
+def _first(root: Path, pattern: str) -> Path | None:
+    return next(iter(sorted(root.glob(pattern))), None)
+
+
 _SPACE = re.compile(r"^Memory Space: (\S+) \(color=(\d+)\)\s*\nTotal bytes: (\d+)", re.M)
 
 
 def memory_spaces(dump_dir: str | os.PathLike[str]) -> dict[str, int]:
     """Bytes allocated per memory space ("default" is HBM; "vmem" is on-chip scratch), from the
     memory-usage report; {} where none was written."""
-    report = next(iter(sorted(Path(dump_dir).glob("*memory-usage-report.txt"))), None)
+    report = _first(Path(dump_dir), "*memory-usage-report.txt")
     if report is None:
         return {}
     return {m[1]: int(m[3]) for m in _SPACE.finditer(report.read_text(errors="replace"))}
 
 
+def _meta(metadata: str, frames: dict[str, str]) -> tuple[str, str]:
+    """jax's op_name and the source ("file:line (function)") in an HLO instruction's metadata."""
+    op_name, frame, source = _OP_NAME.search(metadata), _FRAME.search(metadata), _SOURCE.search(metadata)
+    where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
+    return (op_name[1] if op_name else "", where)
+
+
 def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[Buffer, ...]:
     """The ``count`` largest HBM values of the one module dumped in ``dump_dir``; () where none was written."""
     root = Path(dump_dir)
-    assignment = next(iter(sorted(root.glob("*buffer-assignment.txt"))), None)
+    assignment = _first(root, "*buffer-assignment.txt")
     if assignment is None:
         return ()
-    values_file = next(iter(sorted(root.glob("*buffer-assignment-values.txt"))), None)
-    module_file = next(iter(sorted(root.glob("*after_optimizations.txt"))), None)
+    values_file = _first(root, "*buffer-assignment-values.txt")
+    module_file = _first(root, "*after_optimizations.txt")
     frames = _frames(module_file.read_text(errors="replace")) if module_file else {}
     meta: dict[str, tuple[str, str]] = {}
-    if values_file is not None:
-        for line in values_file.read_text(errors="replace").splitlines():
-            m = _INSTRUCTION.match(line)
-            if not m:
-                continue
-            name, metadata = m[1], m[2]
-            op_name = _OP_NAME.search(metadata)
-            frame = _FRAME.search(metadata)
-            source = _SOURCE.search(metadata)
-            where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
-            meta[name] = (op_name[1] if op_name else "", where)
+    for line in values_file.read_text(errors="replace").splitlines() if values_file is not None else ():
+        m = _INSTRUCTION.match(line)
+        if m:
+            meta[m[1]] = _meta(m[2], frames)
+    found = _hbm_values(assignment.read_text(errors="replace"), meta)
+    return tuple(sorted(found.values(), key=lambda b: (-b.size, b.kind, b.instruction))[:count])
+
+
+def _hbm_values(assignment: str, meta: dict[str, tuple[str, str]]) -> dict[str, Buffer]:
+    """Each HBM value of a buffer assignment, at the largest size it is given, with its allocation's
+    kind and the op_name and source of the instruction behind it."""
     found: dict[str, Buffer] = {}
     kind, hbm = "temporary", True
-    for line in assignment.read_text(errors="replace").splitlines():
+    for line in assignment.splitlines():
         m = _ALLOCATION.match(line)
         if m:
             header = m[3]
@@ -131,7 +144,7 @@ def largest_buffers(dump_dir: str | os.PathLike[str], count: int = 5) -> tuple[B
         op, where = meta.get(name, ("", ""))
         if name not in found or found[name].size < size:
             found[name] = Buffer(size, shape, kind, name, op, where)
-    return tuple(sorted(found.values(), key=lambda b: (-b.size, b.kind, b.instruction))[:count])
+    return found
 
 
 # --- the run's own programs: their optimized HLO ---------------------------------------------------
@@ -168,46 +181,50 @@ def hlo_buffers(module_text: str) -> tuple[Buffer, ...]:
     its shape, jax's op_name and source line. Sizes are per device, unpadded, and ignore that XLA
     may reuse one temporary's memory for another: what the program makes, not a buffer assignment."""
     frames = _frames(module_text)
+    entry = _entry(module_text)
+    out = []
+    dtypes: dict[str, str] = {}  # instruction -> its dtype, to tell what a conversion converted
+    for line in entry:
+        m = _HLO.match(line)
+        if not m:
+            continue
+        dtypes[m[2]] = m[3]
+        if m[5] not in _NOT_A_BUFFER and m[3] in _DTYPE_BYTES:
+            out.append(_hlo_buffer(m, frames, dtypes))
+    outputs = _root_tuple(entry)  # a program with several results returns them in a tuple
+    return tuple(replace(b, kind="output") if b.instruction in outputs else b for b in out)
+
+
+def _entry(module_text: str) -> list[str]:
+    """The lines of an HLO module's entry computation, between its ENTRY line and its closing
+    brace; [] where it has none."""
     lines = module_text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("ENTRY")), None)
     if start is None:
-        return ()
-    out = []
-    dtypes: dict[str, str] = {}  # instruction -> its dtype, to tell what a conversion converted
-    for line in lines[start + 1 :]:
-        if line.startswith("}"):
-            break
-        m = _HLO.match(line)
-        if m:
-            dtypes[m[2]] = m[3]
-        if not m or m[5] in _NOT_A_BUFFER or m[3] not in _DTYPE_BYTES:
-            continue
-        root, name, dtype, dims, opcode, operands, rest = m.groups()
-        size = _DTYPE_BYTES[dtype]
-        for d in filter(None, dims.split(",")):
-            size *= int(d)
-        op = _OP_NAME.search(rest)
-        frame = _FRAME.search(rest)
-        source = _SOURCE.search(rest)
-        where = frames.get(frame[1], "") if frame else (f"{short_path(source[1])}:{source[2]}" if source else "")
-        kind = f"argument {operands}" if opcode == "parameter" else ("output" if root else "temporary")
-        converted = ""
-        if dtype in _WIDE and (opcode == "convert" or (op and op[1].endswith("convert_element_type"))):
-            narrow = [dtypes.get(o.strip().lstrip("%")) for o in operands.split(",")]
-            converted = next((d for d in narrow if d in _NARROW), "")
-        out.append(Buffer(size, f"{dtype}[{dims}]", kind, name, op[1] if op else "", where, converted))
-    outputs = _root_tuple(lines[start + 1 :])  # a program with several results returns them in a tuple
-    return tuple(replace(b, kind="output") if b.instruction in outputs else b for b in out)
+        return []
+    return list(itertools.takewhile(lambda line: not line.startswith("}"), lines[start + 1 :]))
+
+
+def _hlo_buffer(m: re.Match[str], frames: dict[str, str], dtypes: dict[str, str]) -> Buffer:
+    """The array one instruction of the entry computation makes; where it converts a narrow float to
+    a wide one, the narrow dtype."""
+    root, name, dtype, dims, opcode, operands, rest = m.groups()
+    size = math.prod(map(int, filter(None, dims.split(","))), start=_DTYPE_BYTES[dtype])
+    op, where = _meta(rest, frames)
+    kind = f"argument {operands}" if opcode == "parameter" else ("output" if root else "temporary")
+    converted = ""
+    if dtype in _WIDE and (opcode == "convert" or op.endswith("convert_element_type")):
+        narrow = [dtypes.get(o.strip().lstrip("%")) for o in operands.split(",")]
+        converted = next((d for d in narrow if d in _NARROW), "")
+    return Buffer(size, f"{dtype}[{dims}]", kind, name, op, where, converted)
 
 
 _ROOT_TUPLE = re.compile(r"^\s*ROOT\s+%\S+ = \(.*\) tuple\((.*?)\)")
 
 
-def _root_tuple(lines: list[str]) -> set[str]:
+def _root_tuple(entry: list[str]) -> set[str]:
     """The instructions the entry computation's root tuple returns (its results); none where its root is not a tuple."""
-    for line in lines:
-        if line.startswith("}"):
-            break
+    for line in entry:
         m = _ROOT_TUPLE.match(line)
         if m:
             return {o.strip().lstrip("%") for o in m[1].split(",")}

@@ -27,6 +27,8 @@ TRACING_SLOWER = 5  # under tracemalloc a walk may take this many times longer
 MAX_REFERRERS = 64  # of one object, the referrers followed (a class or a module has thousands)
 CHUNK = 512  # objects whose referents the heap's walk asks for at once
 UNTRACKED_DEPTH = 4  # how deep a heap walk goes into containers gc does not track
+# never climbed to: a running function's locals, the walk's own queue, a module (its __dict__ is, told as a global)
+_PASSED = (types.FrameType, deque, types.ModuleType)
 
 OWN = "pytest_tpumem"  # the plugin's own modules: what they hold is never a suite's keeper
 Step = tuple[str, Any]
@@ -46,40 +48,54 @@ class Keeper:
         return self.name + (f" at {self.path}" if self.path else "")
 
 
+_SHOWN = {"key": "[{!r}]", "index": "[{}]", "attr": ".{}", "in": "(in a {})"}  # a cell's step is not shown
+
+
 def _render(steps: list[Step]) -> str:
-    out = []
-    for kind, key in steps:
-        if kind == "key":
-            out.append(f"[{key!r}]")
-        elif kind == "index":
-            out.append(f"[{key}]")
-        elif kind == "attr":
-            out.append(f".{key}")
-        elif kind == "in":
-            out.append(f"(in a {key})")
-    return "".join(out)
+    return "".join(_SHOWN[kind].format(key) for kind, key in steps if kind in _SHOWN)
 
 
 def _step(holder: Any, child: Any) -> Step | None:
     """How ``holder`` refers to ``child``; None where it holds it in no way told here."""
     if isinstance(holder, dict):
-        for k, v in list(holder.items())[:100_000]:
-            if v is child:
-                return ("key", k)
-        return ("in", "dict's keys")
+        return next((("key", k) for k, v in list(holder.items())[:100_000] if v is child), ("in", "dict's keys"))
     if isinstance(holder, (list, tuple)):
-        for i, v in enumerate(holder):
-            if v is child:
-                return ("index", i)
-        return None
+        return next((("index", i) for i, v in enumerate(holder) if v is child), None)
     if isinstance(holder, types.CellType):
         return ("cell", None)
+    return _attribute(holder, child)
+
+
+def _attribute(holder: Any, child: Any) -> Step:
+    """The attribute of ``holder`` (not a class) that is ``child``; else that ``holder`` holds it."""
     attributes = getattr(holder, "__dict__", None) if not isinstance(holder, type) else None
-    if isinstance(attributes, dict):
-        for k, v in attributes.items():
-            if v is child:
-                return ("attr", k)
-    return ("in", type(holder).__name__)
+    pairs = attributes.items() if isinstance(attributes, dict) else ()
+    return next((("attr", k) for k, v in pairs if v is child), ("in", type(holder).__name__))
+
+
+def _starts(steps: list[Step], *kinds: str) -> bool:
+    """Whether ``steps`` begin with steps of these kinds."""
+    return [kind for kind, _ in steps[: len(kinds)]] == list(kinds)
+
+
+def _global(module: str, name: Any, below: list[Step]) -> Keeper | None:
+    """A module's global as a keeper; None for the plugin's own."""
+    return None if module.startswith(OWN) else Keeper(f"global {name} of {module}", _render(below))
+
+
+def _in_function(function: types.FunctionType, child: Any, below: list[Step]) -> Keeper | None:
+    """A function's closure variable, default or attribute as the keeper of ``child``, None where
+    ``child`` is none of the function's."""
+    where = f"{function.__qualname__} ({function.__module__})"
+    if child is function.__closure__ and _starts(below, "index", "cell"):
+        names = function.__code__.co_freevars
+        name = names[below[0][1]] if below[0][1] < len(names) else "?"
+        return Keeper(f"closure variable {name} of {where}", _render(below[2:]))
+    if child is function.__defaults__ or child is function.__kwdefaults__:
+        return Keeper(f"a default of {where}", _render(below[1:]))
+    if child is getattr(function, "__dict__", None) and _starts(below, "key"):
+        return Keeper(f"attribute {below[0][1]} of function {where}", _render(below[1:]))
+    return None
 
 
 RUN_WALK_S = 20.0  # the most the walks of one run take together: past it, a named test is told without one
@@ -122,30 +138,23 @@ class Walk:
         if self.budget is not None:
             self.budget.left -= time.monotonic() - self.began
 
+    def _module(self, holder: Any) -> str | None:
+        """The module whose globals ``holder`` is; None where it is no module's."""
+        return self.modules.get(id(holder)) if isinstance(holder, dict) else None
+
     def _found(self, holder: Any, child: Any, below: list[Step]) -> Keeper | None:
         """``holder`` as the keeper of ``child`` (``below``: the steps from ``child`` down to what is
         asked about), None where the walk goes on."""
-        if isinstance(holder, dict) and id(holder) in self.modules:
-            module = self.modules[id(holder)]
+        module = self._module(holder)
+        if module is not None:
             step = _step(holder, child)
-            if step is not None and step[0] == "key" and not module.startswith(OWN):
-                return Keeper(f"global {step[1]} of {module}", _render(below))
-            return None
-        if isinstance(holder, type) and isinstance(child, dict) and below and below[0][0] == "key":
+            return _global(module, step[1], below) if step and step[0] == "key" else None
+        if isinstance(holder, type) and isinstance(child, dict) and _starts(below, "key"):
             return Keeper(
                 f"class attribute {holder.__qualname__}.{below[0][1]} of {holder.__module__}", _render(below[1:])
             )
         if isinstance(holder, types.FunctionType):
-            where = f"{holder.__qualname__} ({holder.__module__})"
-            if child is holder.__closure__ and len(below) > 1 and below[0][0] == "index" and below[1][0] == "cell":
-                names = holder.__code__.co_freevars
-                name = names[below[0][1]] if below[0][1] < len(names) else "?"
-                return Keeper(f"closure variable {name} of {where}", _render(below[2:]))
-            if child is holder.__defaults__ or child is holder.__kwdefaults__:
-                return Keeper(f"a default of {where}", _render(below[1:]))
-            if child is getattr(holder, "__dict__", None) and below and below[0][0] == "key":
-                return Keeper(f"attribute {below[0][1]} of function {where}", _render(below[1:]))
-            return None
+            return _in_function(holder, child, below)
         if type(holder).__name__ == "_lru_cache_wrapper":
             wrapped = getattr(holder, "__wrapped__", holder)
             name = getattr(wrapped, "__qualname__", "?")
@@ -157,15 +166,14 @@ class Walk:
         where the heap's walk found it), the nearest first; None where nothing told here keeps it
         or the deadline passed."""
         start = list(below or ())
-        if start:  # the heap's walk found ``obj`` holding it: ``obj`` may be the keeper itself
-            if isinstance(obj, dict) and id(obj) in self.modules and start[0][0] == "key":
-                module = self.modules[id(obj)]
-                return (
-                    None if module.startswith(OWN) else Keeper(f"global {start[0][1]} of {module}", _render(start[1:]))
-                )
-            found = self._found(obj, None, start[1:])
-            if found is not None:
-                return found
+        module = self._module(obj)
+        if module is not None and _starts(start, "key"):
+            return _global(module, start[0][1], start[1:])  # the heap's walk found a global
+        found = self._found(obj, None, start[1:]) if start else None  # ``obj`` holding it may be the keeper
+        return found if found is not None else self._up(obj, start, max_nodes)
+
+    def _up(self, obj: Any, start: list[Step], max_nodes: int) -> Keeper | None:
+        """The nearest keeper above ``obj``, breadth first through ``gc.get_referrers``."""
         nodes: deque[tuple[Any, list[Step]]] = deque([(obj, start)])
         seen = {id(obj)}
         ignore = self._ignore | {id(nodes), id(seen)}
@@ -176,24 +184,25 @@ class Walk:
             referrers = gc.get_referrers(child)
             ignore.add(id(referrers))
             for holder in referrers[:MAX_REFERRERS]:
-                if id(holder) in seen or id(holder) in ignore or isinstance(holder, (types.FrameType, deque)):
+                if id(holder) in seen or id(holder) in ignore or isinstance(holder, _PASSED):
                     continue
-                if isinstance(holder, types.ModuleType):
-                    continue  # reached through its __dict__, told as a global
                 found = self._found(holder, child, steps)
                 if found is not None:
                     return found
-                if isinstance(holder, dict) and id(holder) in self.modules:
-                    continue  # a module's globals not a keeper (the plugin's own): nothing above them is
-                if type(holder).__module__.startswith(OWN):
-                    continue  # the plugin's own objects hold what they read
-                step = _step(holder, child)
-                if step is None:
-                    continue
-                seen.add(id(holder))
-                nodes.append((holder, [step, *steps]))
+                step = self._climb(holder, child)
+                if step is not None:
+                    seen.add(id(holder))
+                    nodes.append((holder, [step, *steps]))
             del referrers
         return None
+
+    def _climb(self, holder: Any, child: Any) -> Step | None:
+        """How the walk goes up from ``child`` to ``holder``; None where nothing above it is a keeper."""
+        if self._module(holder) is not None:
+            return None  # a module's globals not a keeper (the plugin's own): nothing above them is
+        if type(holder).__module__.startswith(OWN):
+            return None  # the plugin's own objects hold what they read
+        return _step(holder, child)
 
     def numpy_arrays(self, min_bytes: int) -> list[tuple[Any, Any, list[Step]]]:
         """The numpy arrays alive whose memory (their base array's) is ``min_bytes`` or more, each
@@ -215,16 +224,8 @@ class Walk:
                 if not _any_large(ndarray, min_bytes, gc.get_referents(*chunk)):
                     continue  # most of the heap: one call for the chunk, no list an object
                 for obj in chunk:
-                    if isinstance(obj, types.FrameType):
-                        continue  # a running function's locals: not what a test left
-                    for value in gc.get_referents(obj):
-                        t = type(value)
-                        if (
-                            t is ndarray
-                            or ((t is dict or t is tuple) and not gc.is_tracked(value))
-                            or isinstance(value, ndarray)
-                        ):
-                            _look(ndarray, min_bytes, [(obj, value)], found, visited)
+                    if not isinstance(obj, types.FrameType):  # a running function's locals: not what a test left
+                        _look_below(ndarray, min_bytes, obj, found, visited)
         finally:
             del objects
         return list(found.values())
@@ -266,6 +267,24 @@ def _any_large(ndarray: Any, min_bytes: int, referents: list[Any]) -> bool:
     return False
 
 
+def _look_below(ndarray: type, min_bytes: int, obj: Any, found: dict[int, Any], visited: set[int]) -> None:
+    """The numpy arrays ``obj`` holds, or the containers gc does not track below it holds, into
+    ``found`` (as _look)."""
+    for value in gc.get_referents(obj):
+        t = type(value)
+        if t is ndarray or (t in _CONTAINERS and not gc.is_tracked(value)) or isinstance(value, ndarray):
+            _look(ndarray, min_bytes, [(obj, value)], found, visited)
+
+
+def _array(value: Any, min_bytes: int, chain: list[tuple[Any, Any]], found: dict[int, Any]) -> None:
+    """``value``, a numpy array at the end of ``chain``, into ``found`` where its memory is large
+    and not there yet."""
+    root = memory_of(value)
+    if root.base is None and root.nbytes >= min_bytes and id(root) not in found:
+        steps = [s for c, child in chain if (s := _step(c, child)) is not None]
+        found[id(root)] = (value, chain[0][0], steps)
+
+
 def _look(
     ndarray: type, min_bytes: int, chain: list[tuple[Any, Any]], found: dict[int, Any], visited: set[int]
 ) -> None:
@@ -274,10 +293,7 @@ def _look(
     array, the tracked holder, the steps down))."""
     value = chain[-1][1]
     if isinstance(value, ndarray):
-        root = memory_of(value)
-        if root.base is None and root.nbytes >= min_bytes and id(root) not in found:
-            steps = [s for c, child in chain if (s := _step(c, child)) is not None]
-            found[id(root)] = (value, chain[0][0], steps)
+        _array(value, min_bytes, chain, found)
         return
     if len(chain) <= UNTRACKED_DEPTH and type(value) in (dict, tuple) and not gc.is_tracked(value):
         if id(value) not in visited:

@@ -184,6 +184,81 @@ def _sub_jaxprs(eqn: Any) -> list[tuple[Any, list[Any]]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Site:
+    """An equation where it was traced: what it reads, the user's frame and line, the line its HLO
+    carries, and the library and gradient's backward pass it is in."""
+
+    eqn: Any
+    prim: str
+    ins: list[Any]  # its array operands
+    in_taint: frozenset[int]  # the widenings they derive from
+    frame: Frame | None
+    names: list[str]  # the functions between the user's frame and it, innermost first
+    line: str  # the user's line, "" where none is known
+    key: str  # the line jax writes on its HLO, for matching arrays
+    library: str  # "" in the user's code
+    backward: bool
+
+
+def _site(
+    eqn: Any, taints: dict[Any, frozenset[int]], outer: Frame | None, library: str, backward: bool, outer_key: str
+) -> _Site:
+    frame, names, key = _frames(eqn)
+    if frame is None:
+        frame = outer
+        if outer is not None and not library:
+            library = "jax"  # traced inside a jitted library function: no frame of the user's
+    ins = [v for v in eqn.invars if _aval(v) is not None]
+    return _Site(
+        eqn=eqn,
+        prim=eqn.primitive.name,
+        ins=ins,
+        in_taint=_taint(ins, taints),
+        frame=frame,
+        names=names,
+        line=f"{frame.file}:{frame.line}" if frame is not None else "",
+        key=key or outer_key,  # an equation of a jitted function with no traceback: lowered at its caller's line
+        library=library,
+        # the backward pass of a gradient: jax names what it transposed "transpose(jvp(...))"
+        backward=backward or "transpose(" in str(getattr(getattr(eqn, "source_info", None), "name_stack", "")),
+    )
+
+
+def _taint(values: list[Any], taints: dict[Any, frozenset[int]]) -> frozenset[int]:
+    """The widenings ``values`` derive from (a literal from none)."""
+    return frozenset().union(*(taints.get(v, frozenset()) for v in values if not _is_literal(v)))
+
+
+def _narrow_operand(site: _Site) -> Any:
+    """The narrow float operand an operation may widen: a conversion's, or one of an operation with
+    no wide operand; None where there is none."""
+    narrow_in = [v for v in site.ins if is_narrow(_dtype(v))]
+    if not narrow_in or any(is_wide(_dtype(v)) for v in site.ins) and site.prim != "convert_element_type":
+        return None
+    return narrow_in[0]
+
+
+def _library(site: _Site, called: str) -> str:
+    """The library an operation was traced in: where jax lowers it at another line than the user's,
+    the one the user's line called (flax, optax)."""
+    if site.library or not site.key or not site.line or site.key == site.line:
+        return site.library
+    return called.strip("_") or "library"
+
+
+def _how(prim: str, called: str, library: str) -> tuple[str, str] | None:
+    """How an operation on a narrow float made a wide one, and what did it (Widening.how and .op);
+    None where it made no widening."""
+    if prim == "convert_element_type":
+        if library:
+            return "inside", library
+        return ("astype" if called in CASTS else "promotion?"), (called.strip("_") if called else prim)
+    if prim in MATMULS:
+        return ("inside", library) if library else ("preferred", prim)
+    return None
+
+
 class _Reader:
     def __init__(self, program: str, arg_names: list[str]):
         self.program = program
@@ -221,132 +296,136 @@ class _Reader:
         backward: bool,
         outer_key: str,
     ) -> None:
-        frame, names, key = _frames(eqn)  # key: the line jax writes on its HLO, for matching arrays
-        key = key or outer_key  # an equation of a jitted function with no traceback: lowered at its caller's line
-        # the backward pass of a gradient: jax names what it transposed "transpose(jvp(...))"
-        backward = backward or "transpose(" in str(getattr(getattr(eqn, "source_info", None), "name_stack", ""))
-        own_library = library
-        if frame is None:
-            frame = outer
-            if outer is not None and not library:
-                own_library = "jax"  # traced inside a jitted library function: no frame of the user's
-        line = f"{frame.file}:{frame.line}" if frame is not None else ""
-        prim = eqn.primitive.name
-        ins = [v for v in eqn.invars if _aval(v) is not None]
-        in_taint = frozenset().union(*(taints.get(v, frozenset()) for v in ins if not _is_literal(v)))
-        if any(is_narrow(_dtype(v)) for v in (*ins, *eqn.outvars)):
+        site = _site(eqn, taints, outer, library, backward, outer_key)
+        if any(is_narrow(_dtype(v)) for v in (*site.ins, *eqn.outvars)):
             self.narrow = True
-        # A conversion's result meeting a wider operand here: that operand promoted it.
-        for v in ins:
-            if not _is_literal(v) and v in self.fresh:
-                w = self.widenings[self.fresh.pop(v)]
-                if w["how"] == "promotion?":
-                    others = [o for o in ins if o is not v and is_wide(_dtype(o))]
-                    if others:
-                        w["how"] = "promotion"
-                        w["op"] = prim
-                        w["cause_of"] = [self._describe(o, taints, frame) for o in others]
-                    else:
-                        w["how"] = "inside"
+        self._promoted(site, taints)
         subs = _sub_jaxprs(eqn)
         if subs:
-            name = str(eqn.params.get("name", "")) if prim in ("pjit", "jit", "closed_call") else ""
-            sub_library = own_library
-            outs_taint: list[frozenset[int]] = [frozenset()] * len(eqn.outvars)
-            for sub, outer_ins in subs:
-                inner = getattr(sub, "jaxpr", sub)
-                sub_taints: dict[Any, frozenset[int]] = {}
-                if len(inner.invars) == len(outer_ins):
-                    for a, b in zip(inner.invars, outer_ins):
-                        if not _is_literal(b) and b in taints:
-                            sub_taints[a] = taints[b]
-                        if not _is_literal(b) and b in self.origin:
-                            self.origin[a] = self.origin[b]
-                if frame is not None and not _any_user_frame(inner) and name:
-                    sub_library = sub_library or name.strip("_")
-                self.read(sub, sub_taints, frame, sub_library, backward, key)
-                if len(inner.outvars) == len(eqn.outvars):
-                    outs_taint = [a | sub_taints.get(o, frozenset()) for a, o in zip(outs_taint, inner.outvars)]
-            for o, t in zip(eqn.outvars, outs_taint):
-                if is_wide(_dtype(o)):
-                    taints[o] = _through(t or in_taint, backward)
-                    self._region(taints[o], line, key, prim, o)
-                    if not taints[o]:
-                        self.origin.setdefault(
-                            o,
-                            f"{_words(_dtype(o))} value made at {line or 'an unknown line'} ({name.strip('_') or prim})",
-                        )
+            self._call(site, subs, taints)
             return
         for o in eqn.outvars:
-            dt = _dtype(o)
-            if is_narrow(dt):
-                self.narrow_lines.add((key, prim, _count(o)))
-                continue
-            if not is_wide(dt):
-                continue
-            new = self._widening(eqn, o, ins, frame, names, line, key, own_library, backward)
-            taint = _through(in_taint | ({new} if new is not None else frozenset()), backward)
-            if taint:
-                taints[o] = taint
-                self._region(taint, line, key, prim, o)
-            else:
-                self.wide_lines.add((key, prim, _count(o)))
-                first = ins[0] if ins and not _is_literal(ins[0]) else None
-                if prim in _SHAPE_OPS and first is not None and first in self.origin:
-                    self.origin[o] = self.origin[first]  # a broadcast constant is still that constant
-                else:
-                    self.origin.setdefault(o, f"{_words(dt)} value made at {line or 'an unknown line'} ({prim})")
+            self._result(site, o, taints)
 
-    def _region(self, taint: frozenset[int], line: str, key: str, prim: str, value: Any) -> None:
+    def _promoted(self, site: _Site, taints: dict[Any, frozenset[int]]) -> None:
+        """A conversion's result meeting a wider operand here: that operand promoted it."""
+        for v in site.ins:
+            if _is_literal(v) or v not in self.fresh:
+                continue
+            w = self.widenings[self.fresh.pop(v)]
+            if w["how"] != "promotion?":
+                continue
+            others = [o for o in site.ins if o is not v and is_wide(_dtype(o))]
+            if others:
+                w.update(
+                    how="promotion", op=site.prim, cause_of=[self._describe(o, taints, site.frame) for o in others]
+                )
+            else:
+                w["how"] = "inside"
+
+    def _call(self, site: _Site, subs: list[tuple[Any, list[Any]]], taints: dict[Any, frozenset[int]]) -> None:
+        """An equation holding programs (jit, checkpoint, control flow): its wide results tainted by
+        what comes out of them."""
+        name = str(site.eqn.params.get("name", "")) if site.prim in ("pjit", "jit", "closed_call") else ""
+        for o, t in zip(site.eqn.outvars, self._subs(site, subs, taints, name)):
+            if not is_wide(_dtype(o)):
+                continue
+            taints[o] = _through(t or site.in_taint, site.backward)
+            self._region(taints[o], site, o)
+            if not taints[o]:
+                self._made(o, site, name.strip("_") or site.prim)
+
+    def _subs(
+        self, site: _Site, subs: list[tuple[Any, list[Any]]], taints: dict[Any, frozenset[int]], name: str
+    ) -> list[frozenset[int]]:
+        """Each program inside an equation read with the taints of its inputs; the taints of the
+        equation's results, from what comes out of them."""
+        library = site.library
+        outs_taint: list[frozenset[int]] = [frozenset()] * len(site.eqn.outvars)
+        for sub, outer_ins in subs:
+            inner = getattr(sub, "jaxpr", sub)
+            sub_taints = self._enter(inner.invars, outer_ins, taints)
+            if site.frame is not None and not _any_user_frame(inner) and name:
+                library = library or name.strip("_")
+            self.read(sub, sub_taints, site.frame, library, site.backward, site.key)
+            if len(inner.outvars) == len(outs_taint):
+                outs_taint = [a | sub_taints.get(o, frozenset()) for a, o in zip(outs_taint, inner.outvars)]
+        return outs_taint
+
+    def _enter(
+        self, params: list[Any], args: list[Any], taints: dict[Any, frozenset[int]]
+    ) -> dict[Any, frozenset[int]]:
+        """A program's inputs, with the taints and words of the outer values they are; none where
+        they are not one to one."""
+        inside: dict[Any, frozenset[int]] = {}
+        if len(params) != len(args):
+            return inside
+        for a, b in zip(params, args):
+            if not _is_literal(b) and b in taints:
+                inside[a] = taints[b]
+            if not _is_literal(b) and b in self.origin:
+                self.origin[a] = self.origin[b]
+        return inside
+
+    def _result(self, site: _Site, o: Any, taints: dict[Any, frozenset[int]]) -> None:
+        """An operation's result: a narrow one noted, a wide one tainted by the widenings it derives
+        from, or, where it derives from none, said in words."""
+        dt = _dtype(o)
+        if is_narrow(dt):
+            self.narrow_lines.add((site.key, site.prim, _count(o)))
+            return
+        if not is_wide(dt):
+            return
+        new = self._widening(site, o)
+        taint = _through(site.in_taint | ({new} if new is not None else frozenset()), site.backward)
+        if taint:
+            taints[o] = taint
+            self._region(taint, site, o)
+            return
+        self.wide_lines.add((site.key, site.prim, _count(o)))
+        first = site.ins[0] if site.ins and not _is_literal(site.ins[0]) else None
+        if site.prim in _SHAPE_OPS and first is not None and first in self.origin:
+            self.origin[o] = self.origin[first]  # a broadcast constant is still that constant
+        else:
+            self._made(o, site, site.prim)
+
+    def _made(self, o: Any, site: _Site, what: str) -> None:
+        """Words for a wide value not from a narrow one, where it has none yet."""
+        self.origin.setdefault(o, f"{_words(_dtype(o))} value made at {site.line or 'an unknown line'} ({what})")
+
+    def _region(self, taint: frozenset[int], site: _Site, value: Any) -> None:
         for i in taint:
             w = self.widenings[_index(i)]
-            if key:
-                w["region"].add((key, prim, _count(value)))
+            if site.key:
+                w["region"].add((site.key, site.prim, _count(value)))
             # its wide value (not a reduction of it: a norm's float32 statistics) reached another line going forward
-            if i >= 0 and line and line != w["line"] and _count(value) >= w["elements"]:
+            if i >= 0 and site.line and site.line != w["line"] and _count(value) >= w["elements"]:
                 w["kept"] = True
 
-    def _widening(
-        self,
-        eqn: Any,
-        out: Any,
-        ins: list[Any],
-        frame: Frame | None,
-        names: list[str],
-        line: str,
-        key: str,
-        library: str,
-        backward: bool,
-    ) -> int | None:
-        prim = eqn.primitive.name
-        narrow_in = [v for v in ins if is_narrow(_dtype(v))]
-        if not narrow_in or any(is_wide(_dtype(v)) for v in ins) and prim != "convert_element_type":
+    def _widening(self, site: _Site, out: Any) -> int | None:
+        narrow = _narrow_operand(site)
+        if narrow is None:
             return None
-        called = _called(names)
-        if not library and key and line and key != line:  # inside a library the user's line called (flax, optax)
-            library = called.strip("_") or "library"
-        if prim == "convert_element_type":
-            how = "inside" if library else ("astype" if called in CASTS else "promotion?")
-            op = library or (called.strip("_") if called else prim)
-        elif prim in MATMULS:
-            how, op = ("inside", library) if library else ("preferred", prim)
-        else:
+        called = _called(site.names)
+        how_op = _how(site.prim, called, _library(site, called))
+        if how_op is None:
             return None
-        if backward:  # the transpose of a cast to the narrow type: the gradient of a wide value is wide
+        how, op = how_op
+        if site.backward:  # the transpose of a cast to the narrow type: the gradient of a wide value is wide
             how = "gradient"
         self.widenings.append(
             {
                 "how": how,
-                "line": line,
-                "function": frame.function if frame is not None else "",
+                "line": site.line,
+                "function": site.frame.function if site.frame is not None else "",
                 "op": op,
                 "shape": _shape(out),
-                "narrow": short_dtype(_dtype(narrow_in[0])),
+                "narrow": short_dtype(_dtype(narrow)),
                 "wide": short_dtype(_dtype(out)),
                 "nbytes": _nbytes(out),
                 "kept": False,
                 "elements": _count(out),
-                "region": {(key, prim, _count(out))},
+                "region": {(site.key, site.prim, _count(out))},
                 "cause_of": [],
             }
         )
@@ -358,15 +437,14 @@ class _Reader:
     def _describe(self, v: Any, taints: dict[Any, frozenset[int]], frame: Frame | None) -> tuple[int, str]:
         """The wider operand that promoted an operation: (the widening it came from, or -1; words)."""
         dt = _dtype(v)
-        taint = taints.get(v) if not _is_literal(v) else None
-        if taint:
-            return min(_index(i) for i in taint), ""
-        named = constant_names(frame, dt) if frame is not None else ""
-        said = self.origin.get(v, "") if not _is_literal(v) else ""
-        if named and (_is_literal(v) or "constant" in said):
-            return -1, f"{_words(dt)} constant {named}"
         if _is_literal(v):
-            return -1, f"{_words(dt)} literal {getattr(v, 'val', '?')!r}"
+            named = constant_names(frame, dt)
+            return -1, f"{_words(dt)} constant {named}" if named else f"{_words(dt)} literal {getattr(v, 'val', '?')!r}"
+        if taints.get(v):
+            return min(_index(i) for i in taints[v]), ""
+        named, said = constant_names(frame, dt), self.origin.get(v, "")
+        if named and "constant" in said:
+            return -1, f"{_words(dt)} constant {named}"
         return -1, said or f"{_words(dt)} value"
 
     def arguments(self, jaxpr: Any) -> None:
@@ -415,33 +493,29 @@ def read_precision(program: str, jaxpr: Any, arg_names: list[str] | None = None)
             # a gradient's results carry a forward widening's taint only through the backward pass
             if i >= 0 and _count(o) >= reader.widenings[i]["elements"]:
                 reader.widenings[i]["kept"] = True
-    out = []
-    for w in reader.widenings:
-        how = "inside" if w["how"] == "promotion?" else w["how"]
-        via, cause = -1, ""
-        for index, words in w["cause_of"]:
-            if index >= 0 and via < 0:
-                via = index
-            elif words and not cause:
-                cause = words
-        out.append(
-            Widening(
-                how=how,
-                line=w["line"],
-                function=w["function"],
-                op=w["op"],
-                shape=w["shape"],
-                narrow=w["narrow"],
-                wide=w["wide"],
-                nbytes=w["nbytes"],
-                program=program,
-                kept=w["kept"],
-                cause=cause if via < 0 else "",
-                via=via,
-                region=frozenset(w["region"]),
-            )
-        )
-    return Precision(program, reader.narrow, tuple(out), frozenset(reader.wide_lines), frozenset(reader.narrow_lines))
+    out = tuple(_widening(w, program) for w in reader.widenings)
+    return Precision(program, reader.narrow, out, frozenset(reader.wide_lines), frozenset(reader.narrow_lines))
+
+
+def _widening(w: dict[str, Any], program: str) -> Widening:
+    """A widening as the reader noted it, told: a promotion caused by another widening's wide value
+    names that one (``via``), any other its wider operand in words."""
+    via = next((index for index, _ in w["cause_of"] if index >= 0), -1)
+    return Widening(
+        how="inside" if w["how"] == "promotion?" else w["how"],
+        line=w["line"],
+        function=w["function"],
+        op=w["op"],
+        shape=w["shape"],
+        narrow=w["narrow"],
+        wide=w["wide"],
+        nbytes=w["nbytes"],
+        program=program,
+        kept=w["kept"],
+        cause="" if via >= 0 else next((words for _, words in w["cause_of"] if words), ""),
+        via=via,
+        region=frozenset(w["region"]),
+    )
 
 
 # --- naming a constant: the module globals a line uses -------------------------------------------
@@ -449,9 +523,11 @@ def read_precision(program: str, jaxpr: Any, arg_names: list[str] | None = None)
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def constant_names(frame: Frame, dtype: Any) -> str:
+def constant_names(frame: Frame | None, dtype: Any) -> str:
     """The module-level names on the user's line that hold a value of ``dtype`` (a float32
     constant), each with the line that defines it: ``EPS_F32 (src/norm.py:9)``; "" where none."""
+    if frame is None:
+        return ""
     try:
         return _constant_names(frame.file, frame.line, str(getattr(dtype, "name", dtype)))
     except Exception:  # naming is a courtesy: never an error
