@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import defaults
 from .decisions import leak, peak
@@ -29,6 +29,11 @@ from .readings import devices as device_readings
 from .readings import programs as program_readings
 from .readings.jaxcompat import Unavailable
 from .telling.results import message, section
+
+if TYPE_CHECKING:
+    import jax
+
+    from .readings.buffers import Buffer
 
 __all__ = ["LeakError", "PeakTracker", "check_leaks", "message", "section"]
 
@@ -54,7 +59,7 @@ def check_leaks(
     threshold: int | str = defaults.LEAK_THRESHOLD,
     clear_caches: bool = defaults.CLEAR_CACHES,
     host: bool | int | str = True,
-    devices: list[Any] | None = None,
+    devices: list[jax.Device] | None = None,
     capacity: tuple[int, str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     profile: bool = False,
@@ -95,7 +100,7 @@ def check_leaks_with(
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     *,
-    devices: list[Any] | None = None,
+    devices: list[jax.Device] | None = None,
     capacity: tuple[int, str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     profile: bool = False,
@@ -174,9 +179,9 @@ class PeakTracker:
 
     def __init__(
         self,
-        devices: list[Any] | None = None,
+        devices: list[jax.Device] | None = None,
         sample_interval: float = defaults.SAMPLE_MS / 1000,
-        body: Any = None,
+        body: Callable[..., Any] | None = None,
         profile: bool = False,
         floor: int = defaults.READ_FLOOR,
     ):
@@ -200,7 +205,7 @@ class PeakTracker:
             self._report = peak.judge(self._watch.stop())
         return self._report
 
-    def program_buffers(self) -> tuple[Any, ...]:
+    def program_buffers(self) -> tuple[Buffer, ...]:
         """After stop(): what the programs the code ran materialize (their optimized HLO read now;
         call it only where it is wanted, a failed budget), then let go of them."""
         ran, self._watch.ran = self._watch.ran, []

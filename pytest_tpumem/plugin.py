@@ -10,9 +10,13 @@ unregistered when the run ends; while the plugin is off, glue/off.py's Off is re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from .decisions.leak import LeakReport
+    from .readings.tpu import HbmEstimate
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -108,7 +112,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def leak_check(request: pytest.FixtureRequest) -> Callable[..., LeakReport]:
     """``leak_check(fn, *args, iterations=, warmup=, threshold=, clear_caches=, host=, **kwargs)``.
 
     Runs ``fn`` repeatedly with ``jax.clear_caches()`` in between, returns the frozen LeakReport,
@@ -122,7 +126,7 @@ def leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., HbmEstimate]:
     """``hbm_estimate(fn, *args, target=None, budget=None, mesh=None, in_shardings=None, out_shardings=None, **kwargs)``.
 
     Compiles ``fn`` for a TPU target (no TPU needed; libtpu is) and returns the per-device

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import defaults
 from .peak import DevicePeak, PeakReport
 from .verdict import Verdict
+
+if TYPE_CHECKING:
+    from ..readings.buffers import Buffer
+    from ..targets import Target
+    from .upcast import PrecisionReport, Upcast
 
 
 @dataclass(frozen=True)
@@ -16,7 +21,7 @@ class Budget:
 
     limit: int
     spelled: str  # where it came from, as the user wrote it: "max_hbm('20GB')", "--tpumem-max-hbm / ini tpumem_max_hbm"
-    target: Any = None  # targets.Target, or None
+    target: Target | None = None
 
 
 @dataclass(frozen=True)
@@ -25,13 +30,11 @@ class BudgetResult:
 
     peak: PeakReport
     budget: Budget | None
-    buffers: tuple[
-        Any, ...
-    ] = ()  # where it failed: the largest arrays its compiled programs make (readings.buffers.Buffer)
-    upcasts: tuple[Any, ...] = ()  # where it failed: the upcasts the code asked for (decisions.upcast.Upcast)
+    buffers: tuple[Buffer, ...] = ()  # where it failed: the largest arrays its compiled programs make
+    upcasts: tuple[Upcast, ...] = ()  # where it failed: the upcasts the code asked for
     files: tuple[str, ...] = ()  # files written for it (its device-memory profile), where a directory was given
     judged_on: str = ""  # a TPU target's topology where the budget is judged there: this peak is then shown only
-    precision: Any = None  # decisions.upcast.PrecisionReport, where it was read (a failure)
+    precision: PrecisionReport | None = None  # where it was read (a failure)
 
     @property
     def over(self) -> list[DevicePeak]:
@@ -52,7 +55,7 @@ class BudgetResult:
         return [] if self.budget is None else self.peak.sampled_over(self.budget.limit)
 
     def explained(
-        self, buffers: tuple[Any, ...], precision: Any = None, top: int = defaults.TOP_BUFFERS
+        self, buffers: tuple[Buffer, ...], precision: PrecisionReport | None = None, top: int = defaults.TOP_BUFFERS
     ) -> BudgetResult:
         """This result with why the peak is what it is: the largest of ``buffers`` (what the test's
         programs make, an argument that several programs take once) and the upcasts the code asked
@@ -67,18 +70,18 @@ class BudgetResult:
         return Verdict.OVER_BUDGET if self.failed else Verdict.OK
 
 
-def costly(upcast: Any) -> bool:
+def costly(upcast: Upcast) -> bool:
     """An upcast worth a line: its wider arrays cost defaults.UPCAST_MIN beyond the narrow type on
     some backend or target, or its wide value is that large (where a compiler fused it away)."""
     return upcast.root.nbytes >= defaults.UPCAST_MIN or any(c.beyond >= defaults.UPCAST_MIN for c in upcast.costs)
 
 
-def once_each(buffers: tuple[Any, ...]) -> list[Any]:
+def once_each(buffers: tuple[Buffer, ...]) -> list[Buffer]:
     """``buffers`` (readings.buffers.Buffer, each of one program) with an argument that several
     programs take listed once, with every program that takes it (and each name they give it). An
     HLO module does not say which array an argument is: arguments of different programs with the
     same size, shape and line are taken for one array; two of one program's never are."""
-    out: list[Any] = []
+    out: list[Buffer] = []
     for b in buffers:
         at = _same_array(out, b) if b.kind.startswith("argument") else None
         if at is None:
@@ -88,7 +91,7 @@ def once_each(buffers: tuple[Any, ...]) -> list[Any]:
     return out
 
 
-def _same_array(out: list[Any], b: Any) -> int | None:
+def _same_array(out: list[Buffer], b: Buffer) -> int | None:
     """Where in ``out`` an argument of other programs is taken for the same array as argument ``b``."""
     key = (b.size, b.shape, b.source, b.converted_from)
     return next(
@@ -103,7 +106,7 @@ def _same_array(out: list[Any], b: Any) -> int | None:
     )
 
 
-def _joined(first: Any, b: Any) -> Any:
+def _joined(first: Buffer, b: Buffer) -> Buffer:
     """One argument of the programs of both, with every name they give it."""
     names = first.op.split(", ") + [n for n in [b.op] if n and n not in first.op.split(", ")]
     kind = first.kind if first.kind == b.kind else "argument"

@@ -13,7 +13,7 @@ judged against the budget there. Usable without pytest::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..errors import first_line
@@ -23,6 +23,12 @@ from ..readings.tpu import HbmEstimate, compile_captured, topology_devices
 from ..targets import Target, parse_target
 from ..units import parse_size
 from .verdict import Verdict
+
+if TYPE_CHECKING:
+    import jax
+
+    from ..readings.capture import CapturedProgram
+    from .upcast import PrecisionReport, Upcast
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class ProgramJudgement:
         return self.estimate.peak + self.resident
 
 
-def judge_programs(programs: list[Any], target: Any) -> list[ProgramJudgement]:
+def judge_programs(programs: list[CapturedProgram], target: Target) -> list[ProgramJudgement]:
     """Compile every captured program for ``target``, except eager operations on less than
     defaults.SMALL_EAGER bytes: one primitive on that little data cannot move a budget, and each
     distinct shape would cost a TPU compile (~50 ms)."""
@@ -74,13 +80,13 @@ class TargetResult:
     code is then not judged there, and saying nothing would pass it unchecked."""
 
     check: str  # "max_hbm" or "hbm_estimate": who asked, for the failure text
-    target: Any  # targets.Target
+    target: Target
     limit: int
     spelled: str  # where the budget came from
     judgements: tuple[ProgramJudgement, ...]
     errors: tuple[str, ...] = ()  # recordings or judgements that failed
-    precision: Any = None  # decisions.upcast.PrecisionReport, where it was read (a failure)
-    upcasts: tuple[Any, ...] = ()  # the upcasts worth naming (decisions.budget.costly), the costliest first
+    precision: PrecisionReport | None = None  # where it was read (a failure)
+    upcasts: tuple[Upcast, ...] = ()  # the upcasts worth naming (decisions.budget.costly), the costliest first
 
     @property
     def judged(self) -> list[ProgramJudgement]:
@@ -124,12 +130,12 @@ class TargetCheck:
 
     def __init__(
         self,
-        target: Any,
+        target: Target | str,
         budget: int | str | None = None,
         *,
         spelled: str = "",
         check: str = "TargetCheck",
-        devices: list[Any] | None = None,
+        devices: list[jax.Device] | None = None,
     ):
         self.target = target if isinstance(target, Target) else parse_target(target)
         self.limit = self.target.hbm_per_device if budget is None else parse_size(budget, what="budget")

@@ -7,18 +7,21 @@ ledger (glue/ledger.py) are registered under ``NAMES`` and reach each other thro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..readings.devices import local_devices
 
+if TYPE_CHECKING:
+    import jax
+
 NAMES = ("tpumem-reporter", "tpumem-measurer", "tpumem-ledger")  # the names they are registered under, as plugins
 
-_DEVICES = pytest.StashKey[list[Any]]()
+_DEVICES: pytest.StashKey[list[jax.Device]] = pytest.StashKey()
 
 
-def devices(config: pytest.Config) -> list[Any]:
+def devices(config: pytest.Config) -> list[jax.Device]:
     """The devices the active parts read: what a ``pytest_tpumem_devices`` hook returns, else every
     local device, chosen once. Starts jax's backend: called when the first measured test starts."""
     if _DEVICES not in config.stash:

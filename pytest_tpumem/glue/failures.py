@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from ..telling.results import message
+
+if TYPE_CHECKING:
+    from ..decisions.leak import LeakReport
 
 
 def fail(message: str) -> NoReturn:
@@ -18,7 +21,7 @@ def fail(message: str) -> NoReturn:
 class LeakFailure(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """The failure a leak check raises; ``.report`` is the LeakReport."""
 
-    def __init__(self, report: Any, verbosity: int = 0):
+    def __init__(self, report: LeakReport, verbosity: int = 0):
         super().__init__(message(report, verbosity), pytrace=False)
         self.report = report
 

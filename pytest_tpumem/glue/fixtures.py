@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,8 +27,12 @@ from .options import SETTINGS
 from .recording import record, run_leak_check
 from .reporter import REPORTER
 
+if TYPE_CHECKING:
+    from ..decisions.leak import LeakReport
+    from ..readings.tpu import HbmEstimate
 
-def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
+
+def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., LeakReport]:
     settings = request.config.stash[SETTINGS]
     run = LeakOptions(threshold=settings.leak_threshold, host=settings.leak_host)
 
@@ -38,11 +42,11 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
         *args: Any,
         iterations: int = defaults.ITERATIONS,
         warmup: int = defaults.WARMUP,
-        threshold: Any = None,
+        threshold: int | str | None = None,
         clear_caches: bool = defaults.CLEAR_CACHES,
-        host: Any = None,
+        host: bool | int | str | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> LeakReport:
         try:
             check_callable(fn)
             options = LeakOptions.parse(iterations, warmup, threshold, clear_caches, host, run=run)
@@ -59,20 +63,20 @@ def make_leak_check(request: pytest.FixtureRequest) -> Callable[..., Any]:
     return leak_check
 
 
-def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., HbmEstimate]:
     settings = request.config.stash[SETTINGS]
     default_target = settings.target
 
     def hbm_estimate(
         fn: Callable[..., Any],
         *args: Any,
-        target: Any = None,
-        budget: Any = None,
+        target: str | None = None,
+        budget: int | str | None = None,
         mesh: Any = None,
         in_shardings: Any = None,
         out_shardings: Any = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> HbmEstimate:
         try:
             chosen = parse_target(
                 target if target is not None else default_target or "", what="hbm_estimate(target=...)"
@@ -107,7 +111,9 @@ def make_hbm_estimate(request: pytest.FixtureRequest) -> Callable[..., Any]:
     return hbm_estimate
 
 
-def _with_upcasts(result: Any, fn: Callable[..., Any], args: Any, kwargs: Any, estimate: Any) -> Any:
+def _with_upcasts(
+    result: TargetResult, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], estimate: HbmEstimate
+) -> TargetResult:
     """A failed estimate with the upcasts its program asked for, costed from the target's compile
     (the float32 arrays of its optimized module); the result unchanged where the program could not be read."""
     import jax

@@ -15,7 +15,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -37,7 +37,7 @@ from ..decisions.ledger import (
     worker_order,
 )
 from ..measuring.ledger import BEFORE_TESTS, NumpyLooks, explain, fixture_holds, made_at_end, module_values
-from ..readings.between import BetweenTests
+from ..readings.between import Between, BetweenTests
 from ..readings.host import host_rss, malloc_figures, oom_kills, runner_limit, trim_host
 from ..readings.keepers import Budget
 from ..telling.files import Appended, write_atomic
@@ -65,6 +65,11 @@ from ..telling.words import escaped
 from .active import devices
 from .options import Settings
 from .pytestcompat import fixture_location, fixture_value, fixture_value_of
+
+if TYPE_CHECKING:
+    from ..decisions.ledger import Account
+    from ..measuring.ledger import Holder
+    from ..readings.frames import Frame
 
 LEDGER_SESSION = "tpumem_ledger_session"  # pytest-xdist workeroutput key: the worker's session (session_record)
 LEDGER_SAID = "tpumem_ledger_said"  # pytest-xdist workeroutput key: the worker's picture and write errors
@@ -183,8 +188,8 @@ class Ledger:
 
         self.walks = Budget()  # the run's time for walks of the heap and of referrers
         self.reader = BetweenTests(lambda: devices(config))  # asked only once a backend runs
-        self.first: Any = None  # the reading before the first test
-        self.last: Any = None  # the last reading
+        self.first: Between | None = None  # the reading before the first test
+        self.last: Between | None = None  # the last reading
         self.lines: list[Line] = []
         self.current: str | None = None  # the test running now
         self.outcome = ""
@@ -193,10 +198,11 @@ class Ledger:
         self.ended: list[str] = []  # wider-scope fixtures whose scope ended in the running test
         self.active: dict[str, pytest.FixtureDef[Any]] = {}  # wider-scope fixtures alive: owner -> FixtureDef
         self.fixture_bytes: dict[str, int] = {}  # owner -> bytes of arrays it made, alive after its setup
-        self.fixture_holds: dict[str, Any] = {}  # owner -> what its value holds, by path (over the threshold)
+        # owner -> what its value holds, by path (over the threshold)
+        self.fixture_holds: dict[str, tuple[Holder, ...]] = {}
         self.fixtures_ended: dict[str, int] = {}  # owner -> bytes of what it made alive after its scope ended
-        self.compiled_sites: dict[Any, set[str]] = {}  # site -> the tests that compiled programs there
-        self._compiled_now: dict[Any, int] = {}  # programs the running test compiled, seen at its readings
+        self.compiled_sites: dict[Frame | None, set[str]] = {}  # site -> the tests that compiled programs there
+        self._compiled_now: dict[Frame | None, int] = {}  # programs the running test compiled, seen at its readings
         self.session: Session | None = None
         self._benchmark: Any = None  # the running test's pytest-benchmark fixture
         self.recorder: FlightRecorder | None = None
@@ -271,7 +277,7 @@ class Ledger:
         xfail = hasattr(report, "wasxfail")
         self.outcome = outcome_after(self.outcome, report.when, report.failed, report.skipped, xfail)
 
-    def _take(self, owner: str) -> Any:
+    def _take(self, owner: str) -> Between:
         """A reading for ``owner``; the programs first seen in it are the running test's."""
         reading = self.reader.read(owner)
         if owner == self.current:
@@ -279,7 +285,7 @@ class Ledger:
                 self._compiled_now[site] = self._compiled_now.get(site, 0) + n
         return reading
 
-    def take(self, owner: str) -> Any:
+    def take(self, owner: str) -> Between:
         """A reading now, for ``owner`` (the running test: glue/left.py reads what others left at its call's start)."""
         return self._take(owner)
 
@@ -369,7 +375,7 @@ class Ledger:
             self._limits = self.reader.bytes_limits()
         return self._limits
 
-    def _clear(self, test: str, before: Any, line: Line) -> tuple[Any, Line]:
+    def _clear(self, test: str, before: Between, line: Line) -> tuple[Between, Line]:
         """--tpumem-clear-caches: jax.clear_caches(), gc.collect() and malloc_trim(0) now, and what
         each freed (the programs jax held, the devices' bytes, host memory); the reading after them
         is the next test's start."""
@@ -493,7 +499,7 @@ class Ledger:
             host_end,
         )
 
-    def report_part(self) -> Any:
+    def report_part(self) -> LedgerTests:
         """The JSON report's "ledger": every test this process (or its pytest-xdist workers) read."""
         tests = {**self.worker_tests, **self.report_tests()}
         return LedgerTests(self.threshold, tests, tuple(self.crashed), self.host_threshold)
@@ -506,7 +512,7 @@ class Ledger:
 
     # --- pytest-xdist controller -----------------------------------------------------------------
 
-    def account_lines(self, account: Any) -> list[str]:
+    def account_lines(self, account: Account) -> list[str]:
         """The account over every worker, each worker's picture, and what could not be written."""
         crashes = {c["worker"]: c["said"] for c in self.crashed}
         lines = account_lines(account, self.settings.top, crashes, runner_limit())
@@ -541,7 +547,7 @@ class Ledger:
 
         report.longrepr = f"{report.longrepr}\n" + "\n".join(escaped(line) for line in said)
 
-    def account(self) -> Any:
+    def account(self) -> Account | None:
         """pytest-xdist controller: one account over every worker (decisions.ledger.Account), None
         where no worker sent a session and none crashed."""
         if not self.worker_sessions and not self.crashed:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import ACCEPTED, SizeError, format_size, parse_size
 
 if TYPE_CHECKING:
+    import pytest
+
     from ..decisions.leakoptions import LeakOptions
 
 
@@ -64,26 +66,26 @@ def leak_check(
 MARKERS = (max_hbm, leak_check)
 
 
-def signature(fn: Any) -> str:
+def signature(fn: Callable[..., Any]) -> str:
     """``leak_check(enabled=True, *, iterations=3, warmup=1, threshold=None, clear_caches=True, host=None)``"""
     params = [p.replace(annotation=inspect.Parameter.empty) for p in inspect.signature(fn).parameters.values()]
     return f"{fn.__name__}{inspect.Signature(params)}"
 
 
-def help_line(fn: Any) -> str:
+def help_line(fn: Callable[..., Any]) -> str:
     """The line ``pytest --markers`` shows."""
     doc = " ".join((fn.__doc__ or "").split())
     extra = f" Sizes: {ACCEPTED}." if fn is max_hbm else f" Default threshold {format_size(defaults.LEAK_THRESHOLD)}."
     return f"{signature(fn)}: {doc}{extra} Needs --tpumem."
 
 
-def spell(mark: Any) -> str:
+def spell(mark: pytest.Mark) -> str:
     """The marker's arguments as the user wrote them: ``('20GB')``."""
     parts = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
     return "(" + ", ".join(parts) + ")"
 
 
-def closest(item: Any, name: str) -> Any:
+def closest(item: Any, name: str) -> pytest.Mark | None:
     """The marker nearest the test (its function, then its class, then its module), as pytest's
     get_closest_marker; MarkerError where that node carries two of them (stacked decorators): one
     would be ignored without a word."""
@@ -102,13 +104,13 @@ def closest(item: Any, name: str) -> Any:
     return None
 
 
-def parse(fn: Any, mark: Any) -> dict[str, Any]:
+def parse(fn: Callable[..., dict[str, Any]], mark: pytest.Mark) -> dict[str, Any]:
     """The marker's arguments as ``fn`` parses them; MarkerError (one line) where they are wrong."""
     with _worded(fn, mark):
         return fn(*mark.args, **mark.kwargs)
 
 
-def leak_options(mark: Any, run: LeakOptions) -> LeakOptions | None:
+def leak_options(mark: pytest.Mark, run: LeakOptions) -> LeakOptions | None:
     """The leak check a leak_check marker asks for, a threshold or host it leaves out ``run``'s (the
     run's settings); None for leak_check(False); MarkerError where its arguments are wrong."""
     from ..decisions.leakoptions import LeakOptions
@@ -120,7 +122,7 @@ def leak_options(mark: Any, run: LeakOptions) -> LeakOptions | None:
 
 
 @contextlib.contextmanager
-def _worded(fn: Any, mark: Any) -> Iterator[None]:
+def _worded(fn: Callable[..., Any], mark: pytest.Mark) -> Iterator[None]:
     """A bad argument of the marker as one line: MarkerError naming the marker as written."""
     try:
         yield

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -55,11 +55,27 @@ from .recording import record, run_leak_check, with_files
 from .reporter import REPORTER, Reporter
 from .rerun import Reruns, unittest_between
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import jax
+
+    from ..decisions.leak import LeakReport
+    from ..decisions.peak import LeftBehind, PeakReport
+    from ..decisions.target import TargetResult
+    from ..decisions.upcast import PrecisionReport
+    from ..readings.buffers import Buffer
+    from ..readings.capture import CapturedProgram
+    from ..targets import Target
+
 MEASURER: pytest.StashKey[Measurer] = pytest.StashKey()  # config.stash[MEASURER]: the run's Measurer, under --tpumem
-_LEAK_REPORT = pytest.StashKey[Any]()
-_TRACKER = pytest.StashKey[Any]()  # the test's PeakTracker, for its leak check to stop after the first run
-_LEFT = pytest.StashKey[Any]()  # what other tests left alive at the call's start (glue.left.left_behind)
-_OOM_RUN = pytest.StashKey[Any]()  # a leak check's later run ran out: (run, runs, bytes in use per device then)
+_LEAK_REPORT: pytest.StashKey[LeakReport] = pytest.StashKey()
+# the test's PeakTracker, for its leak check to stop after the first run
+_TRACKER: pytest.StashKey[PeakTracker] = pytest.StashKey()
+# what other tests left alive at the call's start (glue.left.left_behind)
+_LEFT: pytest.StashKey[tuple[LeftBehind, ...]] = pytest.StashKey()
+# a leak check's later run ran out: (run, runs, bytes in use per device then)
+_OOM_RUN: pytest.StashKey[tuple[int, int, dict[str, int]]] = pytest.StashKey()
 
 
 def _fail_on_oom(item: pytest.Item, error: BaseException, during: str) -> None:
@@ -91,7 +107,7 @@ class Measurer:
 
     # --- what is read, and when ------------------------------------------------------------------
 
-    def devices(self) -> list[Any]:
+    def devices(self) -> list[jax.Device]:
         """The devices to read (glue.active.devices): starts jax's backend."""
         return devices(self.config)
 
@@ -123,7 +139,7 @@ class Measurer:
             + [settings_line(self.settings.max_hbm, self.settings.leak_threshold, self.settings.leak_host)]
         )
 
-    def capacity(self, target: Any = None) -> tuple[int, str] | None:
+    def capacity(self, target: Target | None = None) -> tuple[int, str] | None:
         """For a leak forecast where the device reports no limit: the usable HBM of the test's TPU
         target (or --tpumem-target's), and what it is."""
         target = target or (self._target() if self.settings.target else None)
@@ -131,7 +147,7 @@ class Measurer:
             return None
         return target.hbm_per_device, capacity_source(target)
 
-    def _target(self) -> Any:
+    def _target(self) -> Target:
         return parse_target(self.settings.target)
 
     @pytest.hookimpl(tryfirst=True)
@@ -233,7 +249,7 @@ class Measurer:
             gc.collect(2 if self.collect_first == "full" else 1)
             self.collect_first = False
 
-    def _start_target(self, item: pytest.Item, plan: TestPlan) -> Any:
+    def _start_target(self, item: pytest.Item, plan: TestPlan) -> TargetCheck | None:
         """For a test judged on a TPU target: a TargetCheck to enter around the call (it clears
         jax's caches and records what is lowered); None for any other test."""
         budget = plan.budget
@@ -255,7 +271,7 @@ class Measurer:
         except (Unavailable, TopologyError) as e:
             fail(about(budget.spelled, str(e)))
 
-    def _start_capture(self, plan: TestPlan, target: Any) -> Any:
+    def _start_capture(self, plan: TestPlan, target: TargetCheck | None) -> ProgramCapture | None:
         """For a budgeted test without a target whose programs are compiled inside it: a capture of
         the programs it lowers, whose jaxprs say where it turned narrow floats wide (read only where
         the budget fails). None where there is a target (its own capture serves) or this jax has no hook."""
@@ -268,7 +284,13 @@ class Measurer:
             return None
 
     def _judge(
-        self, item: pytest.Item, plan: TestPlan, tracker: Any, target: Any, oom: BaseException | None, outcome: str
+        self,
+        item: pytest.Item,
+        plan: TestPlan,
+        tracker: PeakTracker,
+        target: TargetCheck | ProgramCapture | None,
+        oom: BaseException | None,
+        outcome: str,
     ) -> None:
         """After the call: each check's result gives the report section and the row; an
         out-of-memory fails the test, and so does a failed check where the test has not already
@@ -285,9 +307,9 @@ class Measurer:
         self,
         item: pytest.Item,
         plan: TestPlan,
-        peak: Any,
-        tracker: Any,
-        target: Any,
+        peak: PeakReport,
+        tracker: PeakTracker,
+        target: TargetCheck | ProgramCapture | None,
         oom: BaseException | None,
         outcome: str,
     ) -> None:
@@ -322,7 +344,7 @@ class Measurer:
                 on_target = replace(on_target, precision=precision, upcasts=budget.upcasts)
             if self.settings.profile_dir is not None and budget.failed:
                 budget = with_files(budget, save_budget, self.settings.profile_dir, item.nodeid)
-        results: list[Any] = [budget] + ([on_target] if on_target is not None else [])
+        results: list[BudgetResult | TargetResult] = [budget] + ([on_target] if on_target is not None else [])
         leak = item.stash.get(_LEAK_REPORT, None)
         sections = [section(r) for r in results] + ([section(leak)] if leak is not None else [])
         failed = [r for r in results if r.failed]
@@ -337,7 +359,9 @@ class Measurer:
         if text and outcome == "passed":
             fail(text)
 
-    def _precision(self, programs: Any, buffers: tuple[Any, ...], on_target: Any) -> Any:
+    def _precision(
+        self, programs: list[CapturedProgram] | None, buffers: tuple[Buffer, ...], on_target: TargetResult | None
+    ) -> PrecisionReport | None:
         """Where the test's programs turned narrow floats wide, and what their float32 arrays are
         on this run's backend and on the target (decisions.upcast.PrecisionReport); None where the
         programs were not captured (compiled before the test) or could not be read."""
@@ -368,7 +392,7 @@ class Measurer:
         )  # fixtures named like check_leaks' options stay the test's
         return True
 
-    def _leak_checked_method(self, item: pytest.Item, plan: TestPlan, method: Any) -> Any:
+    def _leak_checked_method(self, item: pytest.Item, plan: TestPlan, method: Any) -> Callable[..., None]:
         """A unittest.TestCase method, leak-checked on its instance when unittest calls it (unittest
         runs setUp before the first run and tearDown after the last; rerun.unittest_between runs
         tearDown, the cleanups and setUp between runs)."""
@@ -379,7 +403,13 @@ class Measurer:
 
         return leak_checked
 
-    def _leak_check(self, item: pytest.Item, plan: TestPlan, call: Any, between: Any = None) -> None:
+    def _leak_check(
+        self,
+        item: pytest.Item,
+        plan: TestPlan,
+        call: Callable[[], Any],
+        between: Callable[[], None] | None = None,
+    ) -> None:
         """Run the test's body for its leak check; raise LeakFailure where it leaks. A test that
         cannot be run again fails saying so under a marker, and passes with a warning under the sweep."""
         opts = plan.leak
@@ -457,7 +487,7 @@ class Measurer:
         entry = Entry.of(records).to_json()
         extra["tpumem"] = {k: v for k, v in entry.items() if k != "checks" and v not in (None, "", {})}
 
-    def progress(self) -> Any:
+    def progress(self) -> Callable[[int, int], None] | None:
         """Under -v, a leak check that has run for a few seconds says how far it is on the test's
         line ("[run 3/4]"), through the terminal reporter: it does not look hung. None otherwise
         (and in pytest-xdist workers, which have no terminal)."""

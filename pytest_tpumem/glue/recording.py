@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
@@ -20,6 +20,23 @@ from ..telling.rows import PROPERTY, encode
 from ..telling.words import files_not_written
 from .options import SETTINGS
 
+if TYPE_CHECKING:
+    import jax
+
+    from ..decisions.budget import BudgetResult
+
+_Result = TypeVar("_Result", "BudgetResult", LeakReport)
+
+
+class Session(Protocol):
+    """What a leak check takes from the Measurer: its devices, forecast and progress."""
+
+    def devices(self) -> list[jax.Device]: ...
+
+    def capacity(self, target: Target | None = None) -> tuple[int, str] | None: ...
+
+    def progress(self) -> Callable[[int, int], None] | None: ...
+
 
 def record(item: pytest.Item, entry: dict[str, Any]) -> None:
     """Attach a check's row to the test's report (user_properties travel to the xdist controller)."""
@@ -27,7 +44,7 @@ def record(item: pytest.Item, entry: dict[str, Any]) -> None:
         item.user_properties.append((PROPERTY, encode(entry)))
 
 
-def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> Any:
+def with_files(result: _Result, save: Callable[..., tuple[str, ...]], directory: str, nodeid: str) -> _Result:
     """``result`` with the files ``save`` wrote for it, or with a note that they could not be written."""
     try:
         files = save(result, directory, nodeid)
@@ -37,7 +54,11 @@ def with_files(result: Any, save: Callable[..., tuple[str, ...]], directory: str
 
 
 def run_leak_check(
-    item: pytest.Item, call: Callable[[], Any], session: Any, options: LeakOptions, target: Target | None = None
+    item: pytest.Item,
+    call: Callable[[], Any],
+    session: Session | None,
+    options: LeakOptions,
+    target: Target | None = None,
 ) -> LeakReport:
     """The leak check of a test, for the marker and the fixture alike: the devices, forecast and
     progress of ``session`` (the Measurer, where --tpumem is on; else None), files where a directory

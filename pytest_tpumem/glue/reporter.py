@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -39,13 +39,23 @@ from .ledger import LEDGER, Ledger
 from .options import Settings
 from .pytestcompat import last_failed_narrows
 
+if TYPE_CHECKING:
+    from ..decisions.compare import Comparison
+
 REPORTER: pytest.StashKey[Reporter] = pytest.StashKey()  # config.stash[REPORTER]: the run's Reporter, under --tpumem
+
+
+class Gateway(Protocol):
+    """execnet's gateway to a pytest-xdist worker."""
+
+    id: str  # names the worker ("gw1")
 
 
 class Worker(Protocol):
     """pytest-xdist's WorkerController, as its controller's hooks hand it (xdist/workermanage.py)."""
 
-    gateway: Any  # its ``id`` names the worker ("gw1")
+    gateway: Gateway
+    workerinput: dict[str, Any]  # what the worker is given as it starts
     workeroutput: dict[str, Any]  # what the worker sent as it finished (absent where it crashed)
 
 
@@ -99,7 +109,7 @@ class Reporter:
         self.started = context_readings.now()
         self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
         self.baseline_ids: dict[str, str] = {}  # this run's test id -> the baseline's (decisions.compare.match_tests)
-        self._comparison: Any = None  # the run against the baseline, made once at the end
+        self._comparison: Comparison | None = None  # the run against the baseline, made once at the end
         self.deselected: set[str] = set()  # tests -k, -m, --deselect, --lf, --sw deselected (in the workers too)
         self.collected_ids: set[str] = set()  # the tests collected, deselected ones included
         self.partial_files = ""  # why the run collected only some tests of a file (decisions.partial.Selection)
@@ -123,7 +133,7 @@ class Reporter:
             return "--lf"
         return self.partial_files
 
-    def _selection(self, session: pytest.Session) -> Any:
+    def _selection(self, session: pytest.Session) -> Selection:
         """What the run selected of what it collected (decisions.partial.Selection)."""
         config = self.config
         narrowing = [
@@ -205,7 +215,7 @@ class Reporter:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
         self._write_reports(session)
 
-    def comparison(self) -> Any:
+    def comparison(self) -> Comparison | None:
         """This run against the baseline (decisions.compare.Comparison), None without one."""
         if self.baseline is not None and self._comparison is None:
             self._comparison = compare(self.baseline, self.report(), self.settings.compare_fail)
@@ -388,8 +398,8 @@ class Reporter:
         lines = []
         if self.baseline is None and self.settings.compare_path is not None:
             lines.append(no_baseline_yet(self.settings.compare_path, self.settings.save_path, self.written))
-        if self.baseline is not None:
-            comparison = self.comparison()
+        comparison = self.comparison()  # None without a baseline
+        if comparison is not None:
             name = os.path.basename(self.settings.compare_path or "")
             lines += comparison_lines(comparison, name, top=self.settings.top, floor=defaults.COMPARE_FLOOR)
             if not self.settings.compare_fail:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,9 @@ from ..readings import jaxcompat
 from ..telling.words import plural
 from . import chips, gpus
 from .options import SettingError, Settings
+
+if TYPE_CHECKING:
+    from .reporter import Worker
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class Share:
     def _say(self, template: str, **values: Any) -> str:
         return template.format(flag=self.flag, noun=self.noun, **values)
 
-    def check_controller(self, config: Any, settings: Settings) -> str | None:
+    def check_controller(self, config: pytest.Config, settings: Settings) -> str | None:
         """In the pytest-xdist controller: refuse once, as a usage error, what every worker would
         refuse; then hand each worker its slot (a worker that replaces a crashed one gets the slot
         the crashed one held). The header's line, or None."""
@@ -74,7 +77,7 @@ class Share:
         config.pluginmanager.register(Slots(workers, count, self.slot_key, self.count_key), self.plugin)
         return None if self.line is None else self.line(workers, count)
 
-    def apply(self, config: Any, settings: Settings) -> None:
+    def apply(self, config: pytest.Config, settings: Settings) -> None:
         """In a pytest-xdist worker: set this process's environment so that the backend jax starts
         later holds only this worker's share. SettingError where it cannot."""
         workerinput = getattr(config, "workerinput", None)
@@ -96,7 +99,7 @@ class Share:
         count = workerinput.get(self.count_key) or self._resolve(value)
         os.environ.update(self.worker_env(slot, workers, count, os.environ))
 
-    def warn_if_shared(self, config: Any, workers: int, root: str = "/") -> None:
+    def warn_if_shared(self, config: pytest.Config, workers: int, root: str = "/") -> None:
         """Without the option, on a host with the devices where nothing else chose the workers'
         share: a warning that the workers will contend for the same devices (not an error: a
         conftest may still give each its share later)."""
@@ -181,7 +184,7 @@ GPUS = Share(
 )
 
 
-def share_out(config: Any, settings: Settings) -> list[str]:
+def share_out(config: pytest.Config, settings: Settings) -> list[str]:
     """Each worker's chips (--tpumem-tpu-chips) or GPUs (--tpumem-gpus), in the controller and in
     each worker; the header's lines of what was set. SettingError where they cannot be shared out."""
     said = []
@@ -202,19 +205,19 @@ class Slots:
         self.held: dict[str, int] = {}
         self.slot_key, self.count_key = slot_key, count_key
 
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: Worker) -> None:
         node.workerinput[self.count_key] = self.count
         if self.free:
             self.held[node.gateway.id] = slot = self.free.pop(0)
             node.workerinput[self.slot_key] = slot
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+    def pytest_testnodedown(self, node: Worker, error: object) -> None:
         slot = self.held.pop(node.gateway.id, None)
         if slot is not None:
             self.free = sorted([*self.free, slot])
 
 
-def local_workers(config: Any) -> int | None:
+def local_workers(config: pytest.Config) -> int | None:
     """How many workers pytest-xdist starts on this host, from its --tx specs (what -n N became);
     None where it distributes nothing, or to other hosts too."""
     try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..readings import devices as device_readings
 from ..readings import host as host_readings
@@ -31,6 +31,11 @@ from ..readings.arrays import ArrayBirths, describe
 from ..readings.executions import ProgramsRan
 from ..readings.inflight import wait_idle
 from ..readings.jaxcompat import Unavailable
+
+if TYPE_CHECKING:
+    import jax
+
+    from ..readings.arrays import ArrayInfo
 
 HOST_MALLOC = "host malloc"  # bytes the C allocator has handed out (readings.host.malloc_figures)
 HOST_OTHER = "host other"  # RSS outside malloc's heaps: Python's small objects, memory mapped directly
@@ -56,7 +61,7 @@ def settle(result: Any) -> None:
     wait_idle()
 
 
-def cleanup(clear_caches: bool, devices: list[Any] | None = None) -> dict[str, int]:
+def cleanup(clear_caches: bool, devices: list[jax.Device] | None = None) -> dict[str, int]:
     """Collect the run's garbage, (``clear_caches``) clear jax's caches, and give freed heap back
     to the OS (malloc_trim); where it clears them with ``devices``, the runtime's bytes in use per
     device (where it reports them: not on CPU) and host RSS just before the caches were cleared, to
@@ -87,7 +92,7 @@ def residue(before: dict[str, int], point: Point) -> dict[str, int]:
     return out
 
 
-def read(devices: list[Any], visit: Callable[[Any], None] | None = None) -> Point:
+def read(devices: list[jax.Device], visit: Callable[[Any], None] | None = None) -> Point:
     """One point for every series: name -> (bytes, limit); ``visit`` sees every live array on the way."""
     point: Point = {}
     for label, mem in device_readings.read_devices(devices, visit).items():
@@ -134,7 +139,7 @@ class NewPrograms:
     the end every one is let go of, and a run's new programs count only where jax still holds them
     then: a cache that replaces its last program does not grow."""
 
-    def __init__(self, devices: list[Any]):
+    def __init__(self, devices: list[jax.Device]):
         self.devices = devices
         self._seen: dict[int, Any] = {}  # every program run or compiled by a run so far, held
         self._new: list[dict[int, bool]] = []  # per judged run: id -> compiled before the check began
@@ -213,7 +218,7 @@ class LeakRuns:
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        devices: list[Any],
+        devices: list[jax.Device],
         clear_caches: bool,
         progress: Callable[[int, int], None] | None = None,
     ):
@@ -335,7 +340,7 @@ class LeakRuns:
             progress(done + 1)
         return points
 
-    def survivors(self) -> list[tuple[Any, int]]:
+    def survivors(self) -> list[tuple[ArrayInfo | None, int]]:
         """The arrays made by the measured runs and still alive (readings.arrays.ArrayInfo each), with the run that made each."""
         return [(describe(a), run) for a, run in self.births.made_since_baseline()]
 

@@ -12,15 +12,18 @@ import sys
 import types
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..readings.arrays import describe, shape_text
 from ..readings.between import Between, BetweenTests
 from ..readings.devices import buffer_key
 from ..readings.host import allocated_at
 from ..readings.keepers import Walk, memory_of
+
+if TYPE_CHECKING:
+    from ..readings.frames import Frame
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Holder:
 class Made:
     """Arrays alive that one line of the user's code made (a line's arrays added up)."""
 
-    site: Any  # readings.frames.Frame, or None where jax recorded no stack
+    site: Frame | None  # None where jax recorded no stack
     nbytes: int
     count: int
     shape: str  # one of them, "f32[4000000]"
@@ -50,7 +53,7 @@ class Explanation:
     held: tuple[Holder, ...] = ()  # who keeps them (fixtures of a wider scope, the test module's globals)
     traceback: int = 0  # of them, bytes reachable from the failed test's traceback (sys.last_traceback)
     collected: int = 0  # bytes gc.collect() freed of them (held in reference cycles only)
-    programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
+    programs: tuple[tuple[Frame | None, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
 
 
 BEFORE_TESTS = "(before the first test)"  # the owner of what was alive when the first test began
@@ -99,7 +102,7 @@ def _unique(arrays: Iterable[Any]) -> list[Any]:
 
 def made_by_line(arrays: list[Any]) -> tuple[Made, ...]:
     """``arrays`` added up by the user's line that made them, largest first."""
-    by_site: dict[Any, list[Any]] = {}
+    by_site: dict[Frame | None, list[Any]] = {}
     for a in arrays:
         info = describe(a)
         if info is None:
@@ -150,7 +153,7 @@ def _kept(value: Any, wanted: set[Any]) -> list[tuple[str, Any]]:
     return found
 
 
-def holders(values: dict[str, Any], arrays: list[Any], walk: Any = None) -> tuple[Holder, ...]:
+def holders(values: dict[str, Any], arrays: list[Any], walk: Walk | None = None) -> tuple[Holder, ...]:
     """Which of ``values`` (a holder's name -> its value) keep which of ``arrays``, by pytree path:
     one Holder a holder, its first path, the bytes of the arrays it keeps; largest first. The arrays
     none of them keeps are looked for up their referrers (``walk``: readings.keepers.Walk, under its
@@ -189,8 +192,8 @@ def explain(
     reading: Between,
     outcome: str,
     values: dict[str, Any],
-    compiled: dict[Any, int],
-    walk: Any = None,
+    compiled: dict[Frame | None, int],
+    walk: Walk | None = None,
 ) -> tuple[Between, Explanation]:
     """Why ``test`` left ``reading.owned[test]`` behind; the reading again after gc.collect() (the
     line's figures: what only reference cycles held is not left behind) and the explanation.
@@ -224,7 +227,7 @@ def fixture_holds(reader: BetweenTests, owner: str, value: Any) -> tuple[Holder,
     return tuple(sorted(out, key=lambda h: (-h.nbytes, h.path)))
 
 
-def made_at_end(reader: BetweenTests, owners: Iterable[str]) -> list[tuple[Any, str, int]]:
+def made_at_end(reader: BetweenTests, owners: Iterable[str]) -> list[tuple[Frame | None, str, int]]:
     """(site, owner, bytes) of each array alive now that one of ``owners`` made: once, at the end."""
     out = []
     for owner in owners:
@@ -243,7 +246,7 @@ class HostArrays:
     nbytes: int  # their memory (a view's, its base array's), each once
     count: int
     shape: str  # the largest's, "f64[6250000]"
-    site: Any = None  # where tracemalloc traces: the user's line that made the largest (readings.frames.Frame)
+    site: Frame | None = None  # where tracemalloc traces: the user's line that made the largest
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ class HostExplanation:
     numpy: tuple[HostArrays, ...] = ()  # numpy arrays alive now that no look before saw, by keeper, largest first
     since: str = ""  # where the look before was not just before the test: the test after which it was taken
     cut: bool = False  # the walk ran out of time: there may be more than it found
-    programs: tuple[tuple[Any, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
+    programs: tuple[tuple[Frame | None, int], ...] = ()  # programs it compiled that jax holds, by line: (site, count)
 
 
 class NumpyLooks:
@@ -279,8 +282,8 @@ class NumpyLooks:
                 except TypeError:  # an array type without weak references
                     continue
 
-    def _forget(self, key: int) -> Any:
-        def forget(_: Any) -> None:
+    def _forget(self, key: int) -> Callable[[object], None]:
+        def forget(_: object) -> None:
             self.seen.pop(key, None)
 
         return forget
@@ -289,7 +292,7 @@ class NumpyLooks:
         """The look before the first test."""
         self._remember(Walk().numpy_arrays(self.min_bytes))
 
-    def look(self, test: str, previous: str, walk: Any, programs: dict[Any, int]) -> HostExplanation:
+    def look(self, test: str, previous: str, walk: Walk, programs: dict[Frame | None, int]) -> HostExplanation:
         """The numpy arrays alive now that no look before saw, by what keeps them; the look is then
         ``test``'s. ``previous``: the test before it ("" for the first); ``programs``: what it
         compiled that jax holds, by line."""

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..readings import devices as device_readings
@@ -23,6 +23,12 @@ from ..readings import host
 from ..readings.devices import DeviceMemory
 from ..readings.executions import ExecutionWatch, Moment, Need
 from ..readings.jaxcompat import Unavailable
+
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable
+
+    import jax
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,7 @@ class Sampler(threading.Thread):
     """Reads bytes in use every ``interval`` seconds (or less often where a reading is slow) and
     keeps the maximum per device."""
 
-    def __init__(self, devices: list[Any], interval: float, first: dict[str, int]):
+    def __init__(self, devices: list[jax.Device], interval: float, first: dict[str, int]):
         super().__init__(name="tpumem-sampler", daemon=True)
         self.devices = devices
         self.interval = interval
@@ -86,14 +92,14 @@ class FrameGrab:
     another profiler is already installed, nothing is done (``frame`` stays None).
     """
 
-    def __init__(self, code: Any):
+    def __init__(self, code: types.CodeType | None):
         self.code = code
-        self.frame: Any = None
+        self.frame: types.FrameType | None = None
         self.installed = code is not None and sys.getprofile() is None
         if self.installed:
             sys.setprofile(self._on_event)
 
-    def _on_event(self, frame: Any, event: str, arg: Any) -> None:
+    def _on_event(self, frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code is self.code:
             self.frame = frame
             self._uninstall()
@@ -110,7 +116,7 @@ class FrameGrab:
         self.frame = None
 
 
-def body_code(body: Any) -> Any:
+def body_code(body: Callable[..., Any] | None) -> types.CodeType | None:
     """The code object of ``body``'s own function, not a decorator's wrapper around it (None where there is none)."""
     if body is None:
         return None
@@ -125,9 +131,9 @@ class PeakWatch:
 
     def __init__(
         self,
-        devices: list[Any],
+        devices: list[jax.Device],
         sample_interval: float = defaults.SAMPLE_MS / 1000,
-        body: Any = None,
+        body: Callable[..., Any] | None = None,
         profile: bool = False,
         floor: int = defaults.READ_FLOOR,
     ):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import jaxcompat
-from .buffers import hlo_buffers
+from .buffers import Buffer, hlo_buffers
 from .frames import user_frame
 
 
@@ -17,9 +17,9 @@ def _client(devices: list[Any]) -> Any:
     return devices[0].client if devices else None
 
 
-def program_buffers(executables: list[Any]) -> tuple[Any, ...]:
+def program_buffers(executables: list[Any]) -> tuple[Buffer, ...]:
     """What each program's optimized HLO materializes (readings.buffers.hlo_buffers), all programs together."""
-    out: list[Any] = []
+    out: list[Buffer] = []
     for exe in executables:
         try:
             for module in exe.hlo_modules():

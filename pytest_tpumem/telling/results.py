@@ -8,6 +8,7 @@ check here (budget, target, leak, oom), found by the result's type."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ..decisions.budget import BudgetResult
@@ -17,31 +18,33 @@ from ..decisions.target import TargetResult
 from . import budget, leak, oom, target
 from .words import escaped
 
+Result = BudgetResult | TargetResult | LeakReport | OomResult  # a check's result
+
 
 @functools.singledispatch
-def message(result: Any, verbosity: int = 0) -> str:
+def message(result: Result, verbosity: int = 0) -> str:
     """The failure text of ``result``; ``verbosity`` as pytest's (-q below 0 shorter, -v above 0 longer)."""
     raise TypeError(f"not a pytest-tpumem result: {result!r}")
 
 
 @functools.singledispatch
-def section(result: Any) -> str:
+def section(result: Result) -> str:
     """The long form of ``result``, for the test's report section."""
     raise TypeError(f"not a pytest-tpumem result: {result!r}")
 
 
 @functools.singledispatch
-def row(result: Any) -> dict[str, Any]:
+def row(result: Result) -> dict[str, Any]:
     """``result`` as a JSON-able record for the summary and the JSON report."""
     raise TypeError(f"not a pytest-tpumem result: {result!r}")
 
 
-def _shown(words: Any) -> Any:
+def _shown(words: Callable[..., str]) -> Callable[..., str]:
     """``words`` (a check's message or section) with its text escaped for the terminal (a test id,
     a file name or an error's text may hold control characters): lines stay lines."""
 
     @functools.wraps(words)
-    def shown(result: Any, *args: Any) -> str:
+    def shown(result: Result, *args: int) -> str:
         return escaped(words(result, *args), keep="\n")
 
     return shown
