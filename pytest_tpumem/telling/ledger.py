@@ -875,7 +875,7 @@ def account_of(
     died = {str(c.get("worker")): str(c.get("test")) for c in crashed}
     workers: dict[str, Session] = {}
     counts: dict[str, int] = {}
-    for worker in set(sessions) | set(by_worker) | set(died):
+    for worker in sorted(set(sessions) | set(by_worker) | set(died), key=worker_order):  # the same order every run
         lines = tuple(sorted(by_worker.get(worker, []), key=lambda line: line.index))
         sent = sessions.get(worker)
         workers[worker] = _session_of(sent, lines, threshold, host_threshold)
