@@ -44,3 +44,9 @@ def test_outputs_and_temporaries_are_never_merged():
     out = Buffer(100 * MB, "f32[5000,5000]", "output", "fusion", "jit(f)/mul", "", programs=("jit_f",))
     assert once_each((out, out)) == [out, out]
     assert once_each((out, arg("jit_g"))) == [out, arg("jit_g")]
+    assert once_each((arg("jit_g"), out)) == [arg("jit_g"), out]  # an output after an argument like it too
+
+
+def test_the_names_joined_leave_out_an_empty_piece_of_a_name():
+    (one,) = once_each((arg("jit_a", 0, "a, "), arg("jit_b", 0, "b")))
+    assert one.op == "a, b"

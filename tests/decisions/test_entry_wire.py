@@ -126,6 +126,36 @@ def test_the_first_number_past_any_figure_is_named_after_one_just_within():
     assert str(e.value).startswith("r.json: added_later[1] is 9223372036854775808: past any figure")
 
 
+def test_where_no_number_is_past_any_figure_the_place_is_a_question_mark():
+    # Report.from_json asks only where _out_of_bounds found one; the place is the function's own answer
+    assert entries._where_out_of_bounds({"a": [1, {"b": 2.5}]}) == ("?", None)
+
+
+def test_a_wire_field_is_a_plain_value_unless_told_and_keeps_its_default():
+    plain = entries._wire("a kind", default=3)
+    assert plain.default == 3
+    assert dict(plain.metadata) == {
+        "kind": "a kind",
+        "null": False,
+        "size": False,
+        "signed": False,
+        "read": None,
+        "write": None,
+        "omit_empty": False,
+    }
+    told = entries._wire("k", null=True, size=True, signed=True, read=int, write=str, omit_empty=True, default=None)
+    assert told.default is None
+    assert dict(told.metadata) == {
+        "kind": "k",
+        "null": True,
+        "size": True,
+        "signed": True,
+        "read": int,
+        "write": str,
+        "omit_empty": True,
+    }
+
+
 @pytest.mark.parametrize(
     ("data", "says"),
     [
@@ -169,6 +199,7 @@ def test_a_context_s_git_is_a_commit_and_whether_it_was_dirty():
 
 
 def test_a_context_s_bytes_limit_is_bytes_from_zero():
+    assert Report.from_json(report(context={"bytes_limit": 0}), "r.json").context["bytes_limit"] == 0
     assert Report.from_json(report(context={"bytes_limit": 2**63 - 1}), "r.json").context["bytes_limit"] == 2**63 - 1
     with pytest.raises(ReportError) as e:
         Report.from_json(report(context={"bytes_limit": -1}), "r.json")

@@ -166,6 +166,15 @@ def test_the_test_in_which_jaxs_backend_started_is_not_compared_for_host_memory(
     assert compare(report(150 * MB), report(900 * MB), (parse_tolerance("host_residue:1MB"),)).changes == ()
 
 
+def test_a_host_growth_read_in_one_run_only_is_not_compared():
+    from pytest_tpumem.decisions.entry import LedgerTests
+
+    unread = Report(CPU, {}, ledger=LedgerTests(10 * MB, {"t.py::a": {"residue": 0}}, host_threshold=100 * MB))
+    host = (parse_tolerance("host_residue:1MB"),)
+    assert compare(unread, _ledger_report(900 * MB), host).changes == ()
+    assert compare(_ledger_report(900 * MB), unread, host).changes == ()
+
+
 def _ledger(tests, root="", host_threshold=100 * MB):
     from pytest_tpumem.decisions.entry import LedgerTests
 
