@@ -342,9 +342,10 @@ OPTIONS = (
     ),
     Option(
         "tpumem_gpus",
-        "under pytest-xdist on an NVIDIA GPU host: give each worker GPUs of its own (CUDA_VISIBLE_DEVICES), or, "
-        "with more workers than GPUs, an even share of one GPU's memory taken on demand "
-        "(XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION); auto counts them, or give the number",
+        "under pytest-xdist on an NVIDIA GPU host: give each worker GPUs of its own (CUDA_VISIBLE_DEVICES: "
+        "entries of the one you set, if any), or, with more workers than GPUs, an even share of one GPU's memory "
+        "taken on demand (XLA_PYTHON_CLIENT_PREALLOCATE=false and the memory fraction under the name jaxlib "
+        "reads); auto counts them, or give the number",
         to_gpus,
     ),
     Option(

@@ -42,7 +42,7 @@ class Share:
     count_key: str
     chosen: tuple[str, ...]  # the user's own choice of devices, never overridden
     chosen_elsewhere: tuple[str, ...]  # beside ``chosen``: set, the workers need no warning
-    count: Callable[[str], int]  # the host's devices, counted under a root directory without jax
+    count: Callable[[str, Mapping[str, str]], int]  # the devices to share: root directory, os.environ; no jax
     worker_env: Callable[[int, int, int, Mapping[str, str]], dict[str, str]]  # slot, workers, count, os.environ
     none_found: str  # --flag=auto on a host without the devices
     stray: str  # a worker beyond the ones the devices are shared out to
@@ -73,7 +73,8 @@ class Share:
         # The same conftests run in the workers; and a backend here would hold what the workers need.
         self._not_started(f"in the pytest-xdist controller before pytest-tpumem could share out the {self.noun}")
         count = self._resolve(value)
-        self.worker_env(0, workers, count, {})  # raises what the workers would
+        for slot in range(workers):  # raises what the workers would
+            self.worker_env(slot, workers, count, os.environ)
         config.pluginmanager.register(Slots(workers, count, self.slot_key, self.count_key), self.plugin)
         return None if self.line is None else self.line(workers, count)
 
@@ -103,9 +104,9 @@ class Share:
         """Without the option, on a host with the devices where nothing else chose the workers'
         share: a warning that the workers will contend for the same devices (not an error: a
         conftest may still give each its share later)."""
-        if workers < 2 or any(name in os.environ for name in (*self.chosen, *self.chosen_elsewhere)):
+        if workers < 2 or any(os.environ.get(name) for name in (*self.chosen, *self.chosen_elsewhere)):
             return
-        count = self.count(root)
+        count = self.count(root, os.environ)
         if count == 0:
             return
 
@@ -115,7 +116,7 @@ class Share:
     def _resolve(self, value: int | str) -> int:
         if value != "auto":
             return int(value)
-        count = self.count("/")
+        count = self.count("/", os.environ)
         if count == 0:
             raise SettingError(self._say(self.none_found))
         return count
@@ -146,7 +147,7 @@ TPU = Share(
     count_key="tpumem_chips",
     chosen=("TPU_VISIBLE_CHIPS", "TPU_VISIBLE_DEVICES"),
     chosen_elsewhere=("JAX_ENABLE_TPU_XDIST",),  # JAX's own conftest gives each worker a chip
-    count=chips.host_chips,
+    count=lambda root, environ: chips.host_chips(root),  # a choice of chips is refused, not shared
     worker_env=chips.worker_env,
     none_found=(
         "{flag}=auto: no TPU chip on this host (no /dev/accel<N>, no /dev/vfio/<N>); give the number, "
@@ -166,12 +167,13 @@ GPUS = Share(
     plugin="tpumem-gpus",
     slot_key="tpumem_gpu_slot",
     count_key="tpumem_gpus",
-    chosen=(gpus.CHOSEN,),
-    chosen_elsewhere=gpus.MEMORY,
+    chosen=(),  # a CUDA_VISIBLE_DEVICES the user set is the GPUs to share out (gpus.worker_env)
+    chosen_elsewhere=(*gpus.MEMORY, "JAX_ENABLE_CUDA_XDIST"),  # JAX's own conftest gives each worker a GPU
     count=gpus.host_gpus,
     worker_env=gpus.worker_env,
     none_found=(
-        "{flag}=auto: no NVIDIA GPU on this host (no /dev/nvidia<N>); give the number, e.g. {flag}=2, "
+        "{flag}=auto: no NVIDIA GPU to share (no /dev/nvidia<N>, or a CUDA_VISIBLE_DEVICES that shows none); "
+        "give the number, e.g. {flag}=2, "
         "or leave out the option off a GPU host"
     ),
     stray="{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets",

@@ -21,6 +21,8 @@ _ENV_PREFIXES = (
     "LIBTPU_",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
     "ALLOW_MULTIPLE_LIBTPU_LOAD",
 )
 _ENV_EXCLUDED = ("JAX_COORDINATOR_ADDRESS",)  # hosts, not memory
@@ -32,7 +34,7 @@ def now() -> str:
 
 
 def memory_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The XLA/JAX/TPU/CUDA variables set for this run, sorted: XLA_PYTHON_CLIENT_MEM_FRACTION,
+    """The XLA/JAX/TPU/CUDA/ROCm variables set for this run, sorted: XLA_CLIENT_MEM_FRACTION,
     XLA_FLAGS, TPU_VISIBLE_CHIPS and the like."""
     env = os.environ if environ is None else environ
     return {k: env[k] for k in sorted(env) if k.startswith(_ENV_PREFIXES) and k not in _ENV_EXCLUDED}

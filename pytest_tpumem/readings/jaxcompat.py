@@ -18,7 +18,7 @@ import inspect
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,34 @@ def backends_started() -> bool:
         return bool(xla_bridge.backends_are_initialized())
     except Exception:
         return False
+
+
+def gpu_plugin_options(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """What jaxlib's own GPU option builder makes of the ``XLA_*`` variables in ``environ``: the
+    options the CUDA and ROCm plugins pass to XLA when the backend starts (jaxlib/xla_client.py,
+    ``generate_pjrt_gpu_plugin_options``, called by ``jax_plugins/cuda/__init__.py: initialize``).
+    Raises its ValueError (both fraction variables set, a fraction that is not a number, an unknown
+    allocator), which jax itself only logs (``xla_bridge.discover_pjrt_plugins`` catches every
+    exception of ``initialize()``) before running without the GPU. None where this jaxlib has no
+    builder. Imports jaxlib.xla_client, not jax: no backend starts; ``os.environ`` is as it was."""
+    try:
+        from jaxlib import xla_client
+    except Exception:
+        return None
+    build = getattr(xla_client, "generate_pjrt_gpu_plugin_options", None)
+    if build is None:
+        return None
+    # The builder reads os.environ (os.getenv, at each call): it sees environ's XLA_* variables only.
+    saved = {n: v for n, v in os.environ.items() if n.startswith("XLA_")}
+    try:
+        for name in saved:
+            del os.environ[name]
+        os.environ.update({n: v for n, v in environ.items() if n.startswith("XLA_")})
+        return dict(build())
+    finally:
+        for name in [n for n in os.environ if n.startswith("XLA_")]:
+            del os.environ[name]
+        os.environ.update(saved)
 
 
 def distributed_process() -> tuple[int, int] | None:

@@ -65,9 +65,17 @@ def worker_backend_lines(backends: dict[str, dict[str, Any]]) -> list[str]:
     return [f"{worker}: {line}" for worker, b in sorted(backends.items()) for line in backend_lines(b)]
 
 
-def gpus_line(workers: int, gpus: int, fraction: float, kept: list[str]) -> str:
-    """--tpumem-gpus in the header: what each pytest-xdist worker gets (glue/gpus.py), and the
-    memory variables the user set, which are kept (``kept``: "NAME=value")."""
+def gpus_line(
+    workers: int,
+    gpus: int,
+    fraction: float,
+    kept: list[str],
+    fraction_name: str = "XLA_CLIENT_MEM_FRACTION",
+    visible: str | None = None,
+) -> str:
+    """--tpumem-gpus in the header: what each pytest-xdist worker gets (glue/gpus.py), the memory
+    variables the user set, which are kept (``kept``: "NAME=value"), the fraction's name the
+    installed jaxlib reads, and the ``CUDA_VISIBLE_DEVICES`` shared out where the user set one."""
     if workers <= gpus:
         per = gpus // workers
         said = f"each worker {plural(per, 'GPU')} of its own (CUDA_VISIBLE_DEVICES)"
@@ -77,8 +85,9 @@ def gpus_line(workers: int, gpus: int, fraction: float, kept: list[str]) -> str:
     else:
         said = (
             "each worker a share of one GPU's memory, taken on demand (CUDA_VISIBLE_DEVICES, "
-            f"XLA_PYTHON_CLIENT_PREALLOCATE=false, XLA_PYTHON_CLIENT_MEM_FRACTION={fraction} split "
+            f"XLA_PYTHON_CLIENT_PREALLOCATE=false, {fraction_name}={fraction} split "
             "between the workers on a GPU)"
         )
     tail = f"; kept as set: {', '.join(kept)}" if kept and workers > gpus else ""
-    return f"tpumem: --tpumem-gpus: {plural(workers, 'pytest-xdist worker')} on {plural(gpus, 'GPU')}: {said}{tail}"
+    where = plural(gpus, "GPU") + ("" if visible is None else f" of CUDA_VISIBLE_DEVICES={visible}")
+    return f"tpumem: --tpumem-gpus: {plural(workers, 'pytest-xdist worker')} on {where}: {said}{tail}"

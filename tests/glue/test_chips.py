@@ -193,13 +193,13 @@ def test_the_users_own_choice_of_chips_is_not_overridden(clean_env, name):
 
 
 def test_auto_without_a_chip_says_to_give_the_number(clean_env):
-    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root: 0))
+    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root, environ: 0))
     with pytest.raises(SettingError, match=r"--tpumem-tpu-chips=auto: no TPU chip on this host .*--tpumem-tpu-chips=4"):
         sharing.TPU.apply(worker(), Settings(enabled=True, tpu_chips="auto"))
 
 
 def test_auto_counts_the_hosts_chips(clean_env):
-    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root: 8))
+    clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root, environ: 8))
     sharing.TPU.apply(worker("gw1", 2), Settings(enabled=True, tpu_chips="auto"))
     assert os.environ["TPU_VISIBLE_CHIPS"] == "4,5,6,7"
 
