@@ -1,6 +1,6 @@
 """``python -m pytest_tpumem``: the JSON reports of --tpumem-json / --tpumem-save outside pytest --
 ``show`` one, ``compare`` two (the exit status gates a CI), ``merge`` those of several processes,
-``html``: one page of them.
+``html``: one page of them; ``benchmark``: their figures for charting memory over commits.
 Imports no jax: it runs where jax is not installed."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .decisions.compare import ToleranceError, compare, parse_tolerances
+from .telling import benchmark as benchmarks
 from .telling import report as reports
 from .telling.comparison import comparison_lines, report_lines
 from .telling.files import refusal, write_atomic
@@ -104,11 +105,32 @@ def html(args: argparse.Namespace) -> int:
     return 1 if comparison is not None and comparison.failed else 0
 
 
+def benchmark(args: argparse.Namespace) -> int:
+    """github-action-benchmark's customSmallerIsBetter JSON of one or more reports (merged as
+    ``merge`` does): each measured test's peak and growth, the run's high-water marks."""
+    _not_an_input(args.output, args.reports, "it reads")
+    read = [(path, reports.read(path)) for path in args.reports]
+    report = read[0][1] if len(read) == 1 else reports.merge_reports(read)
+    found = benchmarks.entries(report)
+    if not found:
+        raise reports.ReportError(
+            f"{', '.join(args.reports)}: no measured test and no high-water mark to chart; nothing written "
+            "(github-action-benchmark refuses an empty list)"
+        )
+    try:
+        write_atomic(args.output, benchmarks.dumps(found))
+    except OSError as e:
+        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    print(f"wrote {args.output}: {len(found)} figures from {report.measured} measured tests (MB, smaller is better)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=PROG,
         description="Read the JSON reports pytest-tpumem writes (--tpumem-json, --tpumem-save): show one, "
-        "compare a run with a baseline, merge the reports of several processes or hosts.",
+        "compare a run with a baseline, merge the reports of several processes or hosts, write a page of them or "
+        "their figures for a benchmark chart.",
         epilog=EXIT_CODES,
     )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -177,6 +199,20 @@ def parser() -> argparse.ArgumentParser:
         help="as compare's --fail: exit 1 where a figure regressed beyond this tolerance (peak:10%%, residue:10MB)",
     )
     p.set_defaults(run=html)
+
+    p = commands.add_parser(
+        "benchmark",
+        help="write a report's figures for github-action-benchmark (customSmallerIsBetter)",
+        description="Write the figures of one or more reports (merged as merge does) as the JSON list "
+        "github-action-benchmark's customSmallerIsBetter tool reads, to chart memory over commits: each measured "
+        "test's peak ('TEST peak') and a leak-checked test's growth per iteration ('TEST growth/iteration', 0 where "
+        "it shrank), and the run's high-water marks ('run: cpu:0 high-water mark', 'run: host RSS high-water "
+        "mark'), in MB to 0.1 MB. docs/ci.md has the workflow.",
+        epilog="exit status: 0; 2 bad input, or a report with nothing to chart",
+    )
+    p.add_argument("reports", metavar="REPORT", nargs="+", help="a report written by --tpumem-json or --tpumem-save")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the JSON file to write")
+    p.set_defaults(run=benchmark)
     return top
 
 

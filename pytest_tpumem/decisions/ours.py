@@ -3,8 +3,10 @@
 A typo such as ``pytest --tpumem --tpumem-json test_x.py`` (a test file taken as the option's
 value) must not overwrite the test source. So every file the plugin writes may replace only an
 empty file or one of its own, told by the first bytes of the file: a JSON report or baseline, a
-flight recorder, an HTML page, an SVG picture, or a device-memory profile (gzipped pprof).
-Nothing here opens a file: the caller reads the head (telling.files.head)."""
+flight recorder, an HTML page, an SVG picture, a device-memory profile (gzipped pprof), or the
+figures for a benchmark chart (telling.benchmark). A job summary is appended to, never replaced:
+only to an empty file or text (``may_append``). Nothing here opens a file: the caller reads the
+head (telling.files.head)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ _SCHEMA = re.compile(rb'\A\s*\{\s*"schema"\s*:\s*"pytest-tpumem-(report|ledger)"
 _SVG = b'<svg xmlns="http://www.w3.org/2000/svg"'
 _SVG_TITLES = (b">pytest-tpumem ledger", b">leak_check: growth since the baseline")  # the session's, a leak check's
 _GZIP = b"\x1f\x8b"
+BENCHMARK_START = b'[\n {\n  "extra": "pytest-tpumem'  # how telling.benchmark.dumps begins a file
 _PYTHON = re.compile(
     r"^[ \t]*(import \w|from [\w.]+ import |def \w|async def \w|class \w|@\w|if __name__ ==|#!.*python)", re.M
 )
@@ -24,8 +27,8 @@ _PYTHON = re.compile(
 
 def ours(head: bytes) -> str | None:
     """What file of the plugin's ``head`` (a file's first HEAD_BYTES) begins: "report" (a JSON
-    report or baseline), "recorder", "page", "picture" or "profile"; None where it is none of them
-    (an empty head too)."""
+    report or baseline), "recorder", "page", "picture", "profile" or "benchmark"; None where it is
+    none of them (an empty head too)."""
     schema = _SCHEMA.match(head)
     if schema:
         return "report" if schema.group(1) == b"report" else "recorder"
@@ -36,6 +39,8 @@ def ours(head: bytes) -> str | None:
         return "picture"
     if head.startswith(_GZIP) and _pprof(head):
         return "profile"
+    if head.startswith(BENCHMARK_START):
+        return "benchmark"
     return None
 
 
@@ -52,6 +57,13 @@ def _pprof(head: bytes) -> bool:
 def may_replace(head: bytes) -> bool:
     """Whether a file that begins with ``head`` may be replaced: an empty one, or the plugin's own."""
     return head == b"" or ours(head) is not None
+
+
+def may_append(head: bytes) -> bool:
+    """Whether a Markdown summary may be appended to a file that begins with ``head``: an empty one,
+    or text (another step's summary); never a file of the plugin's, a program, an archive, binary,
+    Python source, JSON, XML or HTML (a typo such as ``--tpumem-summary test_x.py``)."""
+    return head == b"" or seems(head) == "a text file"
 
 
 def seems(head: bytes) -> str:

@@ -20,6 +20,7 @@ BUDGET_COUNTS = ("test", "device")
 NO_LIBTPU = ("fail", "skip")
 LEAK_CHECK = ("marked", "all")
 COMPARE_MISSING = ("error", "warn")
+ANNOTATIONS = ("auto", "off")  # --tpumem-annotations
 CLEAR_CACHES = ("off", "test", "module")
 
 
@@ -145,7 +146,7 @@ def to_clear(value: Any, where: str) -> Any:
 
 
 def to_ledger(value: Any, where: str) -> str:
-    """A flight recorder's path, or off."""
+    """A path, or off: the flight recorder's, the job summary's."""
     if str(value).strip().lower() == "off":
         return "off"
     return to_path(value, where)
@@ -381,6 +382,22 @@ OPTIONS = (
         shown=".pytest_cache/d/tpumem/ledger.jsonl",
     ),
     Option(
+        "tpumem_summary",
+        "append a short Markdown summary of the run to this file: verdict counts, the tests that failed a memory "
+        "check with their reason, regressions against the baseline, the suite ledger's named tests, the high-water "
+        "marks and where the page is (default $GITHUB_STEP_SUMMARY where GitHub Actions sets it, shown on the run's "
+        "page; off writes none)",
+        to_ledger,
+        field_name="summary_path",
+        shown="$GITHUB_STEP_SUMMARY",
+    ),
+    Option(
+        "tpumem_annotations",
+        "GitHub annotations of the tests that failed a memory check, on each test's line: auto (where "
+        "GITHUB_ACTIONS=true, the default; the first 10, as many as GitHub shows a step) or off",
+        choice(*ANNOTATIONS),
+    ),
+    Option(
         "tpumem_tpu_chips",
         "under pytest-xdist on a TPU host: give each worker chips of its own (TPU_VISIBLE_CHIPS, TPU_PROCESS_BOUNDS, "
         "TPU_CHIPS_PER_PROCESS_BOUNDS, ALLOW_MULTIPLE_LIBTPU_LOAD), the host's chips shared evenly; "
@@ -418,6 +435,8 @@ class Settings(NamedTuple):
     host_residue: int = defaults.HOST_RESIDUE  # the suite ledger names a test that grows host memory this much
     ledger_path: str | None = None  # the flight recorder (absolute), "off", or None: in pytest's cache
     clear_caches: str | int = CLEAR_CACHES[0]  # off, test, module, a number of programs held, or a MemoryTrigger
+    summary_path: str | None = None  # the job summary (absolute), "off", or None: $GITHUB_STEP_SUMMARY where set
+    annotations: str = ANNOTATIONS[0]  # "auto": GitHub annotations where GITHUB_ACTIONS=true; "off"
     given: frozenset[str] = frozenset()  # the options set on the command line or in the ini
     sources: tuple[tuple[str, str], ...] = ()  # (name, where it came from: "--tpumem-json" or "ini tpumem_json")
 
@@ -517,8 +536,9 @@ BASELINE = "is the baseline --tpumem-compare reads: it would be overwritten"
 
 def outputs(settings: Settings) -> list[tuple[str, str]]:
     """The files a run writes, as (the option that names it, the path), the reports first: the
-    JSON report, the baseline, the page, the flight recorder where --tpumem-ledger names it, and
-    the session's picture where one of those names it (its path follows from theirs)."""
+    JSON report, the baseline, the page, the flight recorder where --tpumem-ledger names it, the
+    session's picture where one of those names it (its path follows from theirs), and the job
+    summary where --tpumem-summary names it (appended to)."""
     from ..telling.ledger import picture_beside
 
     s = settings
@@ -527,6 +547,7 @@ def outputs(settings: Settings) -> list[tuple[str, str]]:
     out.append(("tpumem_ledger", recorder))
     picture = picture_beside(s.json_path, recorder)
     out.append(("picture", picture))
+    out.append(("tpumem_summary", s.summary_path if s.summary_path != "off" else None))
     return [(name, path) for name, path in out if path is not None]
 
 

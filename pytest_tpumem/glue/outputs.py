@@ -5,9 +5,11 @@ made again where each file is written (telling.files), for what appears during t
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from ..telling.files import refusal
+from ..telling.files import append_refusal, refusal
 from .active import NAMES
 from .options import Settings, outputs
 
@@ -22,7 +24,10 @@ def check(config: pytest.Config, settings: Settings) -> None:
     for name, path in outputs(settings):
         if name in ("tpumem_ledger", "picture") and not ledger:
             continue
-        why = refusal(path, appended=name == "tpumem_ledger")
+        if name == "tpumem_summary":
+            why = None if path == os.environ.get("GITHUB_STEP_SUMMARY") else append_refusal(path)
+        else:
+            why = refusal(path, appended=name == "tpumem_ledger")
         if why is not None:
             raise pytest.UsageError(f"pytest-tpumem: {_said(settings, name)} {path}: {why}")
 

@@ -18,9 +18,10 @@ from ..decisions.compare import compare, match_tests
 from ..decisions.entry import Entry, LedgerTests, Report
 from ..decisions.partial import Selection, kept, kept_because
 from ..readings import context as context_readings
+from ..telling import github
 from ..telling import report as reports
 from ..telling.comparison import comparison_lines
-from ..telling.files import write_atomic
+from ..telling.files import append_text, write_atomic
 from ..telling.header import worker_backend_lines
 from ..telling.html import page
 from ..telling.rows import records_of, summary_lines
@@ -33,6 +34,8 @@ from ..telling.run import (
     page_written,
     report_not_written,
     report_written,
+    summary_not_written,
+    summary_written,
 )
 from . import outputs
 from .ledger import LEDGER, Ledger
@@ -72,6 +75,15 @@ def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
         raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
 
 
+def _shown_path(path: str, base: str) -> str:
+    """``path`` from ``base`` where it lies inside, else as it is."""
+    try:
+        inside = os.path.commonpath([base, path]) == base
+    except ValueError:
+        inside = False
+    return os.path.relpath(path, base) if inside else path
+
+
 def _cut_short(session: pytest.Session) -> str:
     """Why the run measured only part of what it was asked to ("" where it ran whole): a baseline
     is then not saved over the last one."""
@@ -105,6 +117,9 @@ class Reporter:
         self.written: list[str] = []  # the reports written at the end, for the summary
         self.page: str | None = None  # of those, the HTML page (--tpumem-html)
         self.write_errors: list[str] = []
+        self.locations: dict[str, tuple[str, int | None]] = {}  # measured test -> its file (absolute), line from 1
+        self.annotations: list[str] = []  # GitHub's workflow commands, printed with the summary
+        self.summary: str | None = None  # where the job summary was appended
 
         self.started = context_readings.now()
         self.baseline = _read_baseline(settings.compare_path, settings.compare_missing)
@@ -206,6 +221,8 @@ class Reporter:
         if records and (report.when == "call" and not report.skipped or report.when == "setup" and report.failed):
             self.rows[report.nodeid] = records  # a test run again (pytest-rerunfailures): its last run
             self.outcomes[report.nodeid] = report.outcome
+            path, line, _ = report.location  # relative to the rootdir; the line from 0 (None: not known)
+            self.locations[report.nodeid] = (str(self.config.rootpath / path), None if line is None else line + 1)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workeroutput"):
@@ -214,6 +231,29 @@ class Reporter:
         if comparison is not None and comparison.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that compared no test (matching_lines says why)
         self._write_reports(session)
+        self._tell_github()
+
+    def _tell_github(self) -> None:
+        """GitHub's annotations of the tests that failed a memory check (where GITHUB_ACTIONS=true,
+        printed with the summary), and the job summary appended to its file (telling.github)."""
+        report = self.report()
+        if self.settings.annotations == "auto" and os.environ.get("GITHUB_ACTIONS") == "true":
+            failed = sorted((nodeid, e) for nodeid, e in report.tests.items() if e.failed)
+            self.annotations = github.annotation_lines(failed, self.locations, os.environ.get("GITHUB_WORKSPACE"))
+        ours = self.settings.summary_path
+        given = os.environ.get("GITHUB_STEP_SUMMARY") or None
+        path = given if ours is None else None if ours == "off" else ours
+        if path is None:
+            return
+        baseline = os.path.basename(self.settings.compare_path or "")
+        page = None if self.page is None else _shown_path(self.page, os.environ.get("GITHUB_WORKSPACE") or os.getcwd())
+        text = github.summary(report, self.comparison(), baseline, page, len(self.annotations))
+        try:
+            append_text(path, text, checked=path != given)
+        except OSError as e:
+            self.write_errors.append(summary_not_written(path, e))
+        else:
+            self.summary = path
 
     def comparison(self) -> Comparison | None:
         """This run against the baseline (decisions.compare.Comparison), None without one."""
@@ -372,6 +412,8 @@ class Reporter:
         self.partial_files = self.partial_files or str(output.get("tpumem_partial_files") or "")
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for line in self.annotations:  # GitHub reads them from anywhere in the output
+            terminalreporter.write_line(line)
         extra = self._report_lines()
         if (not self.rows and not self.skipped_without_libtpu and not extra) or self.settings.top == 0:
             for line in self.write_errors:  # never hidden
@@ -405,6 +447,8 @@ class Reporter:
             if not self.settings.compare_fail:
                 lines.append(COMPARE_NOT_ENFORCED)
         lines += [page_written(p) if p == self.page else report_written(p) for p in self.written]
+        if self.summary is not None:
+            lines.append(summary_written(self.summary))
         return lines + ([self.kept] if self.kept else [])
 
     def _backend_lines(self) -> list[str]:

@@ -13,7 +13,7 @@ import stat
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..decisions.ours import HEAD_BYTES, may_replace, seems
+from ..decisions.ours import HEAD_BYTES, may_append, may_replace, seems
 from .svg import leak_timeline
 
 if TYPE_CHECKING:
@@ -76,6 +76,40 @@ def refusal(path: str, appended: bool = False) -> str | None:
     except OSError as e:
         return f"cannot be read to tell whose it is: {e.strerror or e}"
     return None if may_replace(data) else str(not_ours(path, data).strerror)
+
+
+def append_refusal(path: str) -> str | None:
+    """Why a job summary may not be appended to ``path`` (None: it may): a directory, or a regular
+    file that is neither empty nor text (decisions.ours.may_append: a test source, a report, a
+    page). Other steps' summaries are text: what is there is kept, and the summary follows it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return None
+    try:
+        data = head(path)
+    except OSError as e:
+        return f"cannot be read to tell whose it is: {e.strerror or e}"
+    if may_append(data):
+        return None
+    return (
+        f"holds what is not a Markdown summary (it seems to be {seems(data)}), and is left as it is: give another "
+        "path, or move that file away"
+    )
+
+
+def append_text(path: str, text: str, checked: bool = True) -> None:
+    """Append ``text`` to ``path`` in one write (UTF-8), after ``append_refusal`` where ``checked``
+    (GitHub's own $GITHUB_STEP_SUMMARY is not: appending to it is what it is for)."""
+    why = append_refusal(path) if checked else None
+    if why is not None:
+        raise NotOurs(errno.EEXIST, why, path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _special(mode: int) -> str:

@@ -71,6 +71,14 @@ def page_written(path: str) -> str:
     return f"tpumem: the run's page (HTML, opens offline) written to {path}"
 
 
+def summary_written(path: str) -> str:
+    return f"tpumem: the job summary (Markdown) appended to {path}"
+
+
+def summary_not_written(path: str, error: OSError) -> str:
+    return f"tpumem: the job summary could not be appended to {path}: {error.strerror or error}"
+
+
 def report_not_written(path: str, error: OSError) -> str:
     return f"tpumem: the report could not be written to {path}: {error.strerror or error}"
 

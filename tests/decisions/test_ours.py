@@ -151,3 +151,37 @@ def test_a_profile_is_told_by_the_first_bytes_of_its_content_alone():
     head = _gzip_broken_after(b"\x0a\x04\x08\x01\x10\x02" + bytes(10))
     assert ours(head) == "profile" and may_replace(head)
     assert ours(_gzip_broken_after(b"\x0a\x04\x08\x01\x10\x02" + bytes(9))) is None  # broken within them
+
+
+# --- the benchmark chart's figures, and the job summary (appended, never replaced) ---------------
+
+
+def test_the_benchmark_files_head_is_told_as_the_plugins_and_a_list_like_it_is_not(wire):
+    from pytest_tpumem.telling.benchmark import dumps, entries
+
+    written = dumps(entries(wire.report({"t.py::a": [wire.peak(10**6)]})))
+    assert ours(written) == "benchmark" and may_replace(written)
+    theirs = b'[\n {\n  "extra": "my tooltip",\n  "name": "cpu",\n  "unit": "%",\n  "value": 5\n }\n]\n'
+    assert ours(theirs) is None and not may_replace(theirs)
+    assert ours(written.replace(b"[\n {", b"[{", 1)) is None  # only the layout the writer writes
+
+
+@pytest.mark.parametrize(
+    ("head", "appended"),
+    [
+        (b"", True),
+        (b"### another step's summary\n\n- ok\n", True),
+        (b"plain words", True),
+        (b"import os\n", False),  # a test source named by mistake
+        (b"<details><summary>x</summary>", False),
+        (b'{"a": 1}', False),
+        (REPORT, False),
+        (PAGE, False),
+        (b"\x7fELF\x02", False),
+        (PROFILE, False),
+    ],
+)
+def test_a_summary_is_appended_only_to_an_empty_file_or_text(head, appended):
+    from pytest_tpumem.decisions.ours import may_append
+
+    assert may_append(head) is appended

@@ -29,6 +29,9 @@ def test_each_default_the_reference_gives_is_the_default(option, tmp_path):
     if option.name == "tpumem_ledger":  # a path: the cache's file, which None stands for
         assert given.ledger_path == str(tmp_path / text)
         return
+    if option.name == "tpumem_summary":  # an environment variable's value, which None stands for
+        assert given.summary_path == str(tmp_path / text) and settings().summary_path is None
+        return
     assert given._replace(given=frozenset(), sources=()) == settings(), option.name
 
 
