@@ -10,7 +10,7 @@ CONFTEST = """
 import fakedevice
 
 def pytest_configure(config):
-    fakedevice.install(limit={limit}, unknown={unknown}, largest_free={largest_free})
+    fakedevice.install(**{kwargs!r})
 
 def pytest_tpumem_devices(config):
     return list(fakedevice.DEVICES)
@@ -22,8 +22,8 @@ def fake(pytester, monkeypatch):
     """A pytester whose runs (in a fresh process each: absolute figures) see fake accelerators."""
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
 
-    def setup(limit=None, unknown=False, largest_free=None):
-        pytester.makeconftest(CONFTEST.format(limit=limit, unknown=unknown, largest_free=largest_free))
+    def setup(**kwargs):  # fakedevice.install's arguments
+        pytester.makeconftest(CONFTEST.format(kwargs=kwargs))
         return pytester
 
     return setup
@@ -107,7 +107,7 @@ def test_leak_failure_says_when_the_device_runs_out(fake):
 
 
 def test_minus_one_means_unknown_and_live_arrays_stand_in(fake):
-    pytester = fake(unknown=True)
+    pytester = fake(allocator="unknown")
     pytester.makepyfile(
         """
         import jax.numpy as jnp, pytest

@@ -42,7 +42,7 @@ class DevicePeak:
     limit: int | None
     stand_in: bool  # True where live arrays stand in for device memory (CPU)
     free: int | None = None  # at the end: bytes_limit - bytes in use, where both are reported
-    largest_free: int | None = None  # at the end: the largest free block, where the allocator reports it
+    largest_free: int | None = None  # at the end: the largest block the allocator could hand out (largest_block)
     sampler: int | None = None  # the most the sampler saw: timing-dependent evidence, never the peak
     program: str = ""  # the witness "program": which program ran at that moment ("jit_step")
     floor: int = 0  # the peak may be this far below the exact one (programs and transfers read in steps of it)
@@ -51,7 +51,8 @@ class DevicePeak:
 
     @property
     def fragmented(self) -> bool:
-        """The largest free block is under half of what is free: a large allocation can fail with room to spare."""
+        """The largest block the allocator could hand out (largest_block) is under half of what is
+        free: a large allocation can fail with room to spare."""
         return self.free is not None and self.largest_free is not None and self.largest_free * 2 < self.free
 
     @property
@@ -151,6 +152,27 @@ def _witnesses(readings: PeakReadings, label: str, first: DeviceMemory, last: De
     return witnesses
 
 
+def largest_block(end: DeviceMemory) -> int | None:
+    """The largest block the allocator could hand out at ``end``, where its statistics tell it; None
+    where they do not. largest_free_block_bytes is it only where the allocator can take no more:
+
+    - BFC (the one allocator that reports pool_bytes) finds its largest free block among the free
+      chunks of the regions taken so far (xla/tsl/framework/bfc_allocator.cc : LargestFreeChunk),
+      while Extend can still take a region of up to bytes_limit - pool_bytes: without preallocation
+      (--tpumem-gpus) or before the first allocation, the larger of the two;
+    - an allocator that reports no pool and a largest free block of 0 has not filled it:
+      cuda_async's GetStats never does (gpu_cudamallocasync_allocator.cc), and 0 is the default of
+      tsl::AllocatorStats. (A full device with such a 0 loses only a line saying 0.)
+
+    Only this allocator's view: another process on the same GPU may hold what bytes_limit counts."""
+    if end.largest_free is None:
+        return None
+    if end.pool is not None:
+        room = end.limit - end.pool if end.limit is not None else 0
+        return max(end.largest_free, room)
+    return end.largest_free or None
+
+
 def _device_peak(readings: PeakReadings, label: str) -> DevicePeak:
     """One device's peak: the witness that judges, with the rest of what was read of the device."""
     first = readings.start[label]
@@ -167,7 +189,7 @@ def _device_peak(readings: PeakReadings, label: str) -> DevicePeak:
         limit=last.limit,
         stand_in=first.in_use is None,
         free=last.limit - last.in_use if last.limit is not None and last.in_use is not None else None,
-        largest_free=last.largest_free,
+        largest_free=largest_block(last),
         sampler=readings.sampled.get(label),
         program=moment.what.removeprefix("program ") if moment is not None and moment.what != "transfer" else "",
         floor=readings.floor if readings.watched else 0,

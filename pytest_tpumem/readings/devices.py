@@ -45,7 +45,8 @@ class DeviceMemory:
     in_use: int | None = None
     peak: int | None = None
     limit: int | None = None
-    largest_free: int | None = None  # largest_free_block_bytes: the largest allocation that would fit now
+    largest_free: int | None = None  # largest_free_block_bytes: the allocator's largest free block (see pool)
+    pool: int | None = None  # pool_bytes: what the allocator has taken from the device (BFC only); None elsewhere
 
     @property
     def used(self) -> int:
@@ -290,6 +291,7 @@ def read_devices(
             peak=_stat(stats, "peak_bytes_in_use"),
             limit=_stat(stats, "bytes_limit"),
             largest_free=_stat(stats, "largest_free_block_bytes"),
+            pool=_stat(stats, "pool_bytes"),
         )
     return out
 

@@ -88,10 +88,12 @@ def test_one_device_without_the_runtimes_figure_makes_every_figure_the_arrays():
 
 def test_bytes_limits_are_the_devices_that_report_one():
     cpu = local_devices()[:2]
-    reader = BetweenTests(lambda: [FakeAccelerator(cpu[0], limit=16 * 10**9), FakeAccelerator(cpu[1])])
+    reader = BetweenTests(
+        lambda: [FakeAccelerator(cpu[0], limit=16 * 10**9), FakeAccelerator(cpu[1], allocator="platform")]
+    )
     jnp.ones(1).block_until_ready()
     reader.read()
-    assert reader.bytes_limits() == {"cpu:0": 16 * 10**9}
+    assert reader.bytes_limits() == {"cpu:0": 16 * 10**9}  # the platform allocator reports none
     plain = BetweenTests()
     plain.read()
     assert plain.bytes_limits() == {}  # CPU reports none
