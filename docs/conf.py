@@ -24,7 +24,7 @@ extensions = ["myst_parser", "tpumem_docs"]
 source_suffix = {".md": "markdown"}
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_outputs", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_outputs", "validation/out", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 
 html_theme = "furo"
