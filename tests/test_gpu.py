@@ -3,11 +3,31 @@
 On the CPU backend these are skipped; docs/validation/ records the runs on a lent GPU.
 """
 
-import jax
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
+# What jax's default backend is and what its first device's memory_stats() holds, read in a process of
+# its own: starting the backend here would have this process preallocate 75% of the GPU (jaxlib's
+# default), leaving each pytester subprocess below a quarter of it.
+_PROBE = (
+    "import json, jax; d = jax.devices()[0]; "
+    "print(json.dumps({'backend': jax.default_backend(), 'stats': d.memory_stats() or {}}))"
+)
+_probe = subprocess.run(
+    [sys.executable, "-c", _PROBE],
+    capture_output=True,
+    text=True,
+    env={**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    check=False,
+)
+PROBE = json.loads(_probe.stdout.strip().splitlines()[-1]) if _probe.returncode == 0 else {"backend": "?", "stats": {}}
+
 pytestmark = pytest.mark.skipif(
-    jax.default_backend() not in ("gpu", "tpu"), reason="needs a GPU or TPU backend (memory_stats)"
+    PROBE["backend"] not in ("gpu", "tpu"), reason="needs a GPU or TPU backend (memory_stats)"
 )
 
 
@@ -73,7 +93,7 @@ def test_out_of_memory_on_the_device_then_the_next_test_runs(pytester):
         @pytest.mark.max_hbm("1GB")
         def test_too_big():
             limit = jax.devices()[0].memory_stats()["bytes_limit"]
-            x = jnp.ones((limit // 2,), jnp.float32)  # twice the limit
+            x = jnp.ones((2 * limit // 2**21, 2**19), jnp.float32)  # twice the limit, in rows of 2 MiB
             x.block_until_ready()
 
         @pytest.mark.max_hbm("1GB")
@@ -90,7 +110,7 @@ def test_out_of_memory_on_the_device_then_the_next_test_runs(pytester):
 def test_the_largest_free_block_is_reported_next_to_the_peak(pytester):
     """Real twin of test_fake_device.py::test_a_fragmented_device_is_said_next_to_the_peak: where the
     allocator reports largest_free_block_bytes, the section says it next to the free bytes."""
-    stats = jax.devices()[0].memory_stats() or {}
+    stats = PROBE["stats"]
     if stats.get("largest_free_block_bytes", -1) <= 0 and "pool_bytes" not in stats:
         pytest.skip("this allocator does not fill largest_free_block_bytes (cuda_async: 0; a plugin: -1)")
     pytester.makepyfile(

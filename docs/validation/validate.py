@@ -610,6 +610,9 @@ def out_of_memory(run: Run, record: dict[str, Any]) -> None:
         )
 
 
+FRACTION_NAMES = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
 def share_one_gpu(run: Run, record: dict[str, Any]) -> None:
     need_gpu(run, "--tpumem-gpus shares a GPU's memory between pytest-xdist workers")
     if importlib.util.find_spec("xdist") is None:
@@ -619,8 +622,8 @@ def share_one_gpu(run: Run, record: dict[str, Any]) -> None:
     records.mkdir(parents=True)
     (folder / "test_share.py").write_text(SHARE_TEST)
     env = dict(run.env, VALIDATE_RECORDS=str(records))
-    if "CUDA_VISIBLE_DEVICES" in env:  # --tpumem-gpus refuses to override the user's choice of GPUs
-        record["unset"] = {"CUDA_VISIBLE_DEVICES": env.pop("CUDA_VISIBLE_DEVICES")}
+    # A CUDA_VISIBLE_DEVICES the machine sets is the GPUs --tpumem-gpus shares: each worker gets its first entry.
+    record["outer_mask"] = env.get("CUDA_VISIBLE_DEVICES")
     args = ["-v", "--tpumem", "-n", "2", "--dist", "each", "--tpumem-gpus=1", "test_share.py"]
     run.pytest(record, args, 150, cwd=folder, env=env)
     workers = {}
@@ -629,6 +632,14 @@ def share_one_gpu(run: Run, record: dict[str, Any]) -> None:
     record["workers"] = workers
     record["header_line"] = next((x for x in record.get("tpumem_lines", []) if "--tpumem-gpus" in x), None)
     record["checks"].append(check("both workers ran and recorded", sorted(workers) == ["gw0", "gw1"], sorted(workers)))
+    fractions = {w: [n for n in FRACTION_NAMES if (r.get("env") or {}).get(n)] for w, r in workers.items()}
+    record["checks"].append(
+        check(
+            "each worker has one memory-fraction variable, never both (jaxlib refuses both)",
+            bool(workers) and all(len(names) == 1 for names in fractions.values()),
+            fractions,
+        )
+    )
     alone = run.probe.get("bytes_limit")
     limits = [w["memory_stats"].get("bytes_limit") for w in workers.values()]
     if alone and all(limits):
