@@ -63,7 +63,7 @@ def may_append(head: bytes) -> bool:
     """Whether a Markdown summary may be appended to a file that begins with ``head``: an empty one,
     or text (another step's summary); never a file of the plugin's, a program, an archive, binary,
     Python source, JSON, XML or HTML (a typo such as ``--tpumem-summary test_x.py``)."""
-    return head == b"" or seems(head) == "a text file"
+    return seems(head) == "a text file"  # an empty head too
 
 
 def seems(head: bytes) -> str:
