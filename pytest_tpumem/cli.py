@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .decisions.compare import ToleranceError, compare, parse_tolerances
+from .decisions.entry import Report
 from .telling import benchmark as benchmarks
 from .telling import report as reports
 from .telling.comparison import comparison_lines, report_lines
@@ -67,6 +68,12 @@ def _not_an_input(output: str, inputs: Sequence[str], what: str) -> None:
         raise reports.ReportError(f"{output}: {why}")
 
 
+def _read_merged(paths: Sequence[str]) -> tuple[list[tuple[str, Report]], Report]:
+    """The reports read, and them as one (merged as ``merge`` does where there are several)."""
+    read = [(path, reports.read(path)) for path in paths]
+    return read, read[0][1] if len(read) == 1 else reports.merge_reports(read)
+
+
 def merge(args: argparse.Namespace) -> int:
     """The reports of several processes or hosts as one file, written whole."""
     _not_an_input(args.output, args.reports, "to merge")
@@ -86,8 +93,7 @@ def html(args: argparse.Namespace) -> int:
     tolerances = parse_tolerances(args.fail, where="--fail")
     if args.fail and not args.baseline:
         raise ToleranceError("--fail needs a baseline to compare with: give --baseline OLD")
-    read = [(path, reports.read(path)) for path in args.reports]
-    report = read[0][1] if len(read) == 1 else reports.merge_reports(read)
+    read, report = _read_merged(args.reports)
     comparison = None
     if args.baseline:
         comparison = compare(reports.read(args.baseline), report, tolerances)
@@ -109,8 +115,7 @@ def benchmark(args: argparse.Namespace) -> int:
     """github-action-benchmark's customSmallerIsBetter JSON of one or more reports (merged as
     ``merge`` does): each measured test's peak and growth, the run's high-water marks."""
     _not_an_input(args.output, args.reports, "it reads")
-    read = [(path, reports.read(path)) for path in args.reports]
-    report = read[0][1] if len(read) == 1 else reports.merge_reports(read)
+    _, report = _read_merged(args.reports)
     found = benchmarks.entries(report)
     if not found:
         raise reports.ReportError(
@@ -205,8 +210,8 @@ def parser() -> argparse.ArgumentParser:
         help="write a report's figures for github-action-benchmark (customSmallerIsBetter)",
         description="Write the figures of one or more reports (merged as merge does) as the JSON list "
         "github-action-benchmark's customSmallerIsBetter tool reads, to chart memory over commits: each measured "
-        "test's peak ('TEST peak') and a leak-checked test's growth per iteration ('TEST growth/iteration', 0 where "
-        "it shrank), and the run's high-water marks ('run: cpu:0 high-water mark', 'run: host RSS high-water "
+        "test's peak ('TEST peak') and a leak-checked test's growth per iteration on its devices ('TEST "
+        "growth/iteration', 0 where it shrank), and the run's high-water marks ('run: cpu:0 high-water mark', 'run: host RSS high-water "
         "mark'), in MB to 0.1 MB. docs/ci.md has the workflow.",
         epilog="exit status: 0; 2 bad input, or a report with nothing to chart",
     )

@@ -1,6 +1,7 @@
 import importlib
 import os
 import pkgutil
+from pathlib import Path
 
 # Before any jax import: the CPU backend gets two devices, as a small multi-device host would, so
 # the per-device paths run. pytester's subprocesses inherit it.
@@ -106,3 +107,18 @@ class Wire:
 @pytest.fixture
 def wire():
     return Wire
+
+
+@pytest.fixture
+def fake(pytester, monkeypatch):
+    """A pytester whose runs (a fresh process each: absolute figures) see fake accelerators
+    (tests/fakedevice.py): ``fake(allocator="cuda_async", limit=...)`` takes install's arguments."""
+    import fakedevice
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
+
+    def setup(**kwargs):
+        pytester.makeconftest(fakedevice.CONFTEST.format(kwargs=kwargs))
+        return pytester
+
+    return setup

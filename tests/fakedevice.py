@@ -20,6 +20,27 @@ from pytest_tpumem.readings import devices as sources
 DEVICES = []
 
 ALLOCATORS = ("bfc", "cuda_async", "platform", "unknown")
+# jaxlib/py_device.cc : PyDevice::MemoryStats: the keys always there (the others only where set)
+ALWAYS = (
+    "num_allocs",
+    "bytes_in_use",
+    "peak_bytes_in_use",
+    "largest_alloc_size",
+    "bytes_reserved",
+    "peak_bytes_reserved",
+    "largest_free_block_bytes",
+)
+# A pytester run's conftest that installs the fakes (install's arguments as ``kwargs``) and hands
+# them to the plugin through its pytest_tpumem_devices hook.
+CONFTEST = """
+import fakedevice
+
+def pytest_configure(config):
+    fakedevice.install(**{kwargs!r})
+
+def pytest_tpumem_devices(config):
+    return list(fakedevice.DEVICES)
+"""
 DEFAULT_LIMIT = 16 * 10**9  # bytes_limit where none is given: BFC and cuda_async always report one
 MIN_REGION = 2 * 2**20  # xla/tsl/framework/bfc_allocator.cc : BFCAllocator (allow_growth: the first region is 2 MiB)
 
@@ -123,18 +144,7 @@ class FakeAccelerator:
             # xla/pjrt/c_api_client/pjrt_c_api_client.cc : PjRtCApiDevice::GetAllocatorStats: -1 for the
             # unset non-optional fields, optional ones absent. The C API always fills bytes_in_use
             # (pjrt_c_api.h : PJRT_Device_MemoryStats_Args); -1 there too is the worst case
-            return dict.fromkeys(
-                (
-                    "num_allocs",
-                    "bytes_in_use",
-                    "peak_bytes_in_use",
-                    "largest_alloc_size",
-                    "bytes_reserved",
-                    "peak_bytes_reserved",
-                    "largest_free_block_bytes",
-                ),
-                -1,
-            )
+            return dict.fromkeys(ALWAYS, -1)
         stats = {
             "num_allocs": self.num_allocs,
             "bytes_in_use": in_use,

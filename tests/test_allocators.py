@@ -4,9 +4,8 @@ accelerator (fakedevice.py): one test per assumption, each naming the source it 
 lent GPU runs (BFC with preallocation unless the environment says otherwise)."""
 
 import gc
-import os
-from pathlib import Path
 
+import fakedevice
 import jax
 import jax.numpy as jnp
 import pytest
@@ -18,38 +17,7 @@ MB = 10**6
 GB = 10**9
 LIMIT = 16 * GB
 
-# jaxlib/py_device.cc : PyDevice::MemoryStats: the keys always there
-ALWAYS = {
-    "num_allocs",
-    "bytes_in_use",
-    "peak_bytes_in_use",
-    "largest_alloc_size",
-    "bytes_reserved",
-    "peak_bytes_reserved",
-    "largest_free_block_bytes",
-}
-
-CONFTEST = """
-import fakedevice
-
-def pytest_configure(config):
-    fakedevice.install(**{kwargs!r})
-
-def pytest_tpumem_devices(config):
-    return list(fakedevice.DEVICES)
-"""
-
-
-@pytest.fixture
-def fake(pytester, monkeypatch):
-    """A pytester whose runs (a fresh process each) see fake accelerators: ``fake(allocator=...)``."""
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
-
-    def setup(**kwargs):  # fakedevice.install's arguments
-        pytester.makeconftest(CONFTEST.format(kwargs=kwargs))
-        return pytester
-
-    return setup
+ALWAYS = set(fakedevice.ALWAYS)
 
 
 @pytest.fixture

@@ -1,33 +1,6 @@
 """What the CPU backend cannot show (memory_stats: runtime peak, bytes_limit, -1 for unknown),
 on a fake accelerator that wraps the real CPU devices. Real-GPU twins: test_gpu.py."""
 
-import os
-from pathlib import Path
-
-import pytest
-
-CONFTEST = """
-import fakedevice
-
-def pytest_configure(config):
-    fakedevice.install(**{kwargs!r})
-
-def pytest_tpumem_devices(config):
-    return list(fakedevice.DEVICES)
-"""
-
-
-@pytest.fixture
-def fake(pytester, monkeypatch):
-    """A pytester whose runs (in a fresh process each: absolute figures) see fake accelerators."""
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent), prepend=os.pathsep)
-
-    def setup(**kwargs):  # fakedevice.install's arguments
-        pytester.makeconftest(CONFTEST.format(kwargs=kwargs))
-        return pytester
-
-    return setup
-
 
 def test_runtime_peak_catches_a_transient_the_other_witnesses_miss(fake):
     pytester = fake(limit=16 * 10**9)

@@ -1,12 +1,12 @@
 """A run's high-water marks, from its report: each device's largest peak over its tests, and the
 most host memory (RSS) the runner's process held. Told in the job summary (telling.github) and
-charted over commits (telling.benchmark)."""
+charted over commits (telling.benchmark), with each leak-checked test's device growth."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .entry import Report
+from .entry import Entry, Report
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,21 @@ def host_mark(report: Report) -> Mark | None:
     ]
     found = after or during
     return max(found, key=lambda m: m.bytes) if found else None
+
+
+def device_growth(entry: Entry) -> int | None:
+    """The largest growth per iteration among a test's leak checks' device series (live arrays or
+    the runtime's bytes in use), 0 at the least; None where it had no leak check. Host series are
+    left out: what the process's heap grows by moves from run to run (tens of kB), where a
+    device's series of the same code does not."""
+    growths = [
+        series.get("growth")
+        for check in entry.checks
+        if check.get("check") == "leak"
+        for series in (check.get("series") or {}).values()
+        if isinstance(series, dict) and series.get("device") != "host"
+    ]
+    found = [g for g in growths if type(g) is int]
+    if not found:
+        return None
+    return max(0, *found)

@@ -10,8 +10,10 @@ commit to commit; the action alerts where ``value / previous value`` passes ``al
 
 Written here, one entry a figure, in MB (10^6 bytes) to 0.1 MB, so a change under 50 kB is no
 change on the chart: each measured test's peak (``<test id> peak``) and, for a leak-checked test,
-its growth per iteration (``<test id> growth/iteration``, 0 where it shrank: a test that grew
-nothing before and grows now alerts, whatever the ratio); then the run's high-water marks, each
+its devices' growth per iteration (``<test id> growth/iteration``, the largest of its device
+series, 0 where they shrank: a test that grew nothing before and grows now alerts, whatever the
+ratio; host memory's growth, which moves by tens of kB from run to run, is not charted, as a ratio
+from 0 would alert on it); then the run's high-water marks, each
 device's largest peak and the runner's host RSS after a test (``run: cpu:0 high-water mark``,
 ``run: host RSS high-water mark``). Figures a TPU target judged in the run's place are the ones
 written, as the report's ``peak`` is.
@@ -23,7 +25,7 @@ import json
 from typing import Any
 
 from ..decisions.entry import Report
-from ..decisions.marks import device_marks, host_mark
+from ..decisions.marks import device_growth, device_marks, host_mark
 from ..units import format_size
 
 UNIT = "MB"
@@ -45,11 +47,10 @@ def entries(report: Report) -> list[dict[str, Any]]:
         if e.peak is not None:
             budget = f", budget {format_size(e.budget)}" if e.budget else ""
             out.append(_entry(f"{nodeid} peak", e.peak, f"peak {format_size(e.peak)}{budget}; {e.verdict.value}"))
-        if e.growth is not None:
-            said = (
-                f"growth {format_size(e.growth)}/iteration ({e.growth_source or 'largest series'}); {e.verdict.value}"
-            )
-            out.append(_entry(f"{nodeid} growth/iteration", e.growth, said))
+        growth = device_growth(e)
+        if growth is not None:
+            said = f"device growth {format_size(growth)}/iteration; {e.verdict.value}"
+            out.append(_entry(f"{nodeid} growth/iteration", growth, said))
     return out + marks(report)
 
 

@@ -69,3 +69,35 @@ def test_a_ledger_line_without_an_int_rss_is_not_a_reading():
 def test_a_tie_after_tests_goes_to_the_first_by_id():
     ledger = LedgerTests(tests={"t.py::z": line(5), "t.py::a": line(5)})
     assert host_mark(report({}, ledger)) == Mark("host RSS", 5, "t.py::a", after=True)
+
+
+def leak_check(**series):
+    return {"check": "leak", "series": series}
+
+
+def s(device, growth):
+    return {"device": device, "growth": growth}
+
+
+def test_device_growth_is_the_largest_device_series_growth_and_never_the_hosts():
+    from pytest_tpumem.decisions.marks import device_growth
+
+    e = Entry(
+        checks=(
+            {"check": "budget", "series": {"x": s("cpu:0", 9 * MB)}},  # not a leak check
+            leak_check(a=s("cpu:0", 2 * MB), b=s("cpu:1", 3 * MB), h=s("host", 50 * MB)),
+            leak_check(c=s("cpu:0", 3 * MB - 1)),
+        )
+    )
+    assert device_growth(e) == 3 * MB
+
+
+def test_device_growth_is_0_at_the_least_and_none_without_a_leak_check_or_a_device_figure():
+    from pytest_tpumem.decisions.marks import device_growth
+
+    assert device_growth(Entry(checks=(leak_check(a=s("cpu:0", -5), b=s("cpu:1", -1)),))) == 0
+    assert device_growth(Entry(checks=(leak_check(a=s("cpu:0", 1)),))) == 1
+    assert device_growth(Entry(checks=({"check": "budget"},))) is None
+    assert device_growth(Entry(checks=(leak_check(h=s("host", 7)),))) is None
+    assert device_growth(Entry(checks=(leak_check(a=s("cpu:0", None), b=s("cpu:0", True), c="x"),))) is None
+    assert device_growth(Entry(checks=({"check": "leak", "series": None},))) is None
