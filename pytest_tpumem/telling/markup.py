@@ -1,6 +1,8 @@
 """The run's page in small pieces (telling.html), for the page and for each check's part of it:
 text escaped for markup, a report's values taken as what they should be (a report is read back
-checked only where a gate needs it), sizes and tables."""
+checked only where a gate needs it), sizes and tables; and the blocks a test's section is made of,
+which the page carries as data and its script draws when the section is opened (blocks_html writes
+the same elements as markup)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,55 @@ from html import escape
 from typing import Any
 
 from ..units import format_size
+from .svg import draw_timeline
 from .words import escaped
+
+# A block of a test's section, as page.js draws it: ["h3", text], ["p", text], ["pre", text],
+# ["table", title, header, numeric columns, rows of text], ["timeline", telling.svg.timeline_spec].
+Block = list[Any]
+
+
+def clean(value: Any) -> str:
+    """Text for the page's data: its control characters and lone surrogates as esc writes them
+    (the script sets it as text, never as markup)."""
+    return escaped(str(value), keep="\t\n\r")
+
+
+def heading(text: Any) -> Block:
+    return ["h3", clean(text)]
+
+
+def para(text: Any) -> Block:
+    return ["p", clean(text)]
+
+
+def pre(text: Any) -> Block:
+    return ["pre", clean(text)]
+
+
+def table_block(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = (), title: str = ""
+) -> list[Block]:
+    """A table of text cells under its title, where it has one; none where it has no row."""
+    cells = [[clean(c) for c in r] for r in rows]
+    return [["table", clean(title), list(header), list(numeric), cells]] if cells else []
+
+
+def blocks_html(blocks: Iterable[Block]) -> str:
+    """Blocks as markup: the elements page.js draws from them."""
+    out = []
+    for kind, *rest in blocks:
+        if kind == "table":
+            title, header, numeric, rows = rest
+            out.append(
+                (f"<h3>{esc(title)}</h3>" if title else "")
+                + html_table(header, [tuple(map(esc, r)) for r in rows], numeric)
+            )
+        elif kind == "timeline":
+            out.append(f'<div class="picture timeline">{draw_timeline(rest[0])}</div>')
+        else:
+            out.append(f"<{kind}>{esc(rest[0])}</{kind}>")
+    return "".join(out)
 
 
 def esc(value: Any) -> str:
