@@ -374,7 +374,30 @@ def _ledger_table(lines: dict[str, dict[str, Any]]) -> tuple[str, list[list[Any]
     )
 
 
-def _data(data: dict[str, Any]) -> str:
+def _measured(report: Report, data: dict[str, Any]) -> tuple[str, list[list[Block]]]:
+    """The measured tests' table and the place of their sections; their rows and verdicts go into
+    ``data``, and their sections' blocks are returned, worst first."""
+    if not report.tests:
+        return (
+            "<h2 id=measured>Measured tests</h2>\n<p>No test was measured (no budget, leak check or default budget applied).</p>",
+            [],
+        )
+    tests = sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0]))
+    ledger_lines = report.ledger.tests if report.ledger is not None else {}
+    markup, data["tests"] = _tests_table(report, tests)
+    verdicts = sorted({e.verdict.value for _, e in tests}, key=rank_of)
+    data["verdicts"] = {v: [rank_of(v), _verdict_class(v)] for v in verdicts}
+    out = ["<h2 id=measured>Measured tests</h2>", markup, "<h2 id=details>Each test</h2>"]
+    if len(tests) > SECTIONS:
+        out.append(
+            f"<p class=muted>the sections of the {SECTIONS} tests listed first are below; "
+            "a test's link in the table opens its own</p>"
+        )
+    out.append('<div id="sections"></div>')
+    return "\n".join(out), [_test_details(t, e, dict_of(ledger_lines.get(t)) or None) for t, e in tests]
+
+
+def _data(data: Any) -> str:
     """``data`` as JSON text that cannot end the script block that holds it, nor start markup in it
     (``<``, ``>``, ``&`` and the line separators JavaScript once took for line ends are escaped)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -392,8 +415,6 @@ def _data(data: dict[str, Any]) -> str:
 def page(report: Report, comparison: Comparison | None = None, baseline: str = "", sources: Sequence[str] = ()) -> str:
     """The whole page of ``report`` (with ``comparison`` against the report named ``baseline``,
     where there is one); ``sources`` names the reports it was read from."""
-    tests = sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0]))
-    ledger_lines = report.ledger.tests if report.ledger is not None else {}
     failed = report.failed
     title = f"pytest-tpumem: {report.measured} measured, {failed} failed a memory check"
     if comparison is not None and comparison.regressions:
@@ -411,24 +432,9 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
     ]
     if comparison is not None:
         parts.append(_comparison(comparison, baseline or "the baseline"))
-    parts.append("<h2 id=measured>Measured tests</h2>")
     data: dict[str, Any] = {"frame": FRAME, "sections": SECTIONS, "rows": ROWS}
-    details: list[list[Block]] = []
-    if report.tests:
-        markup, data["tests"] = _tests_table(report, tests)
-        verdicts = sorted({e.verdict.value for _, e in tests}, key=rank_of)
-        data["verdicts"] = {v: [rank_of(v), _verdict_class(v)] for v in verdicts}
-        details = [_test_details(t, e, dict_of(ledger_lines.get(t)) or None) for t, e in tests]
-        parts.append(markup)
-        parts.append("<h2 id=details>Each test</h2>")
-        if len(tests) > SECTIONS:
-            parts.append(
-                f"<p class=muted>the sections of the {SECTIONS} tests listed first are below; "
-                "a test's link in the table opens its own</p>"
-            )
-        parts.append('<div id="sections"></div>')
-    else:
-        parts.append("<p>No test was measured (no budget, leak check or default budget applied).</p>")
+    markup, details = _measured(report, data)
+    parts.append(markup)
     ledger, data["ledger"] = _ledger(report)
     parts.append(ledger)
     summary = json.dumps({"measured": report.measured, "failed": failed, "version": report.version})

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..units import format_apart, format_delta, format_size
 from .markup import Block, dict_of, heading, int_of, list_of, size_text, table_block
-from .svg import leak_timeline, timeline_spec
+from .svg import timeline_spec
 from .words import files_lines, plural, shown
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def html(check: dict[str, Any], nodeid: str) -> list[Block]:
 
 @dataclass(frozen=True)
 class _Series:
-    """A leak check's series as the report keeps it, in the shape telling.svg.leak_timeline draws."""
+    """A leak check's series as the report keeps it, in the shape telling.svg.timeline_spec reads."""
 
     name: str
     device: str
@@ -316,13 +316,6 @@ class _Timeline:
 
     def threshold_for(self, series: _Series) -> int | None:
         return self.threshold if series.judged else None
-
-
-def leak_picture(check: dict[str, Any], title: str) -> str:
-    """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
-    the record has no series to draw."""
-    timeline = _timeline(check)
-    return "" if timeline is None else leak_timeline(timeline, title)  # type: ignore[arg-type]
 
 
 def _timeline(check: dict[str, Any]) -> _Timeline | None:

@@ -88,12 +88,6 @@ def size_text(value: Any) -> str:
     return "-" if n is None else format_size(n)
 
 
-def num_cell(value: Any, text: str | None = None) -> str:
-    """A right-aligned cell that sorts by ``value``; it shows ``text``, else the size."""
-    n = int_of(value)
-    return f'<td class="n" data-value="{"" if n is None else n}">{esc(text if text is not None else size_text(n))}</td>'
-
-
 def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
     """A table of already-escaped cells; the columns in ``numeric`` right-aligned."""
     heads = "".join(f"<th{' class=n' if i in numeric else ''}>{esc(h)}</th>" for i, h in enumerate(header))
@@ -102,13 +96,3 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Se
         for r in rows
     )
     return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def text_table(
-    header: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = (), title: str = ""
-) -> str:
-    """A table of text cells (escaped here) under its title, where it has one; "" where it has no row."""
-    cells = [tuple(map(esc, r)) for r in rows]
-    if not cells:
-        return ""
-    return (f"<h3>{esc(title)}</h3>" if title else "") + html_table(header, cells, numeric)
