@@ -142,12 +142,18 @@
     if (!t) return null;
     var body = t.tBodies[0], heads = t.tHead.rows[0].cells;
     var more = document.querySelector('button[data-for="' + id + '"]');
-    var order = rows.map(function(_, i){ return i; }), keep = null, shown = order, limit = DATA.rows;
+    var order = rows.map(function(_, i){ return i; }), keep = null, shown = order, limit = DATA.rows, drawn = [];
+    var listed = [];  // the rows in the body now
     function render(){
       var n = Math.min(limit, shown.length), f = document.createDocumentFragment();
-      for (var k = 0; k < n; k++) f.appendChild(rowOf(rows[shown[k]], shown[k]));
-      body.textContent = '';
-      body.appendChild(f);
+      var same = n === listed.length;
+      for (var k = 0; same && k < n; k++) same = listed[k] === shown[k];
+      if (!same){  // each row made once, kept for the next time it is listed
+        for (var j = 0; j < n; j++) f.appendChild(drawn[shown[j]] || (drawn[shown[j]] = rowOf(rows[shown[j]], shown[j])));
+        body.textContent = '';
+        body.appendChild(f);
+        listed = shown.slice(0, n);
+      }
       if (more){
         more.parentNode.hidden = n >= shown.length;
         more.textContent = 'show ' + Math.min(DATA.rows, shown.length - n) + ' more (' + (shown.length - n) + ' not listed)';
