@@ -52,6 +52,9 @@ def check(name: str, directory: str, python: str, args: list[str], env: dict, sc
         start = time.perf_counter()
         b.open(os.path.join(directory, "report.html"))
         opened = time.perf_counter() - start
+        b.evaluate(  # every row drawn: a long table draws a page of rows, and more on demand
+            "document.querySelectorAll('.more button').forEach(function(m){ while (!m.parentNode.hidden) m.click(); })"
+        )
         rows = b.evaluate("document.querySelectorAll('#tests tbody tr').length")
         ledger_rows = b.evaluate("document.querySelectorAll('#ledger-tests tbody tr').length")
         ids = set(b.evaluate("Array.from(document.querySelectorAll('#tests tbody tr')).map(r => r.dataset.test)"))

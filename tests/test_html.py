@@ -13,7 +13,11 @@ import sys
 import pytest
 
 from pytest_tpumem.decisions.entry import Entry, LedgerTests, Report
+from pytest_tpumem.decisions.verdict import Verdict
 from pytest_tpumem.telling.html import page
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pagedata  # noqa: E402
 
 MB = 10**6
 
@@ -97,9 +101,8 @@ def _html(where):
 
 
 def _details(html, nodeid):
-    """The <details> block of one test (its summary names it, escaped)."""
-    start = html.index(f"</span> {_esc(nodeid)}</summary>")
-    return html[start : html.index("</details>", start)]
+    """One test's section, as the markup of what the page's script draws from its data."""
+    return pagedata.section(html, nodeid)
 
 
 def _esc(text):
@@ -117,10 +120,8 @@ def test_the_page_is_written_and_said(run):
 def test_every_measured_test_has_a_row_and_the_counts_agree_with_the_report(run):
     where, _ = run
     html, report = _html(where), json.loads((where / "report.json").read_text())
-    rows = re.findall(r'<tr data-test="([^"]*)" data-verdict="([^"]*)">', html)
-    from html import unescape
-
-    assert {unescape(t): v for t, v in rows} == {t: e["verdict"] for t, e in report["tests"].items()}
+    rows = pagedata.rows(html)
+    assert {r[0]: r[1] for r in rows} == {t: e["verdict"] for t, e in report["tests"].items()}
     assert len(rows) == 5  # the test that only leaves arrays behind has no marker: the ledger reads it
     failed = sum(e["verdict"] != "ok" for e in report["tests"].values())
     assert failed == 2
@@ -129,11 +130,16 @@ def test_every_measured_test_has_a_row_and_the_counts_agree_with_the_report(run)
 
 def test_what_it_takes_from_test_ids_is_escaped(run):
     html = _html(run[0])
-    assert "<script>alert(1)</script>" not in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "a&amp;b&quot;c" in html
+    assert "<script>alert(1)</script>" not in html and "</script>alert" not in html
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in html  # in the data, read back whole
+    assert {IDS["script"], IDS["amp"]} <= {r[0] for r in pagedata.rows(html)}
     scripts = re.findall(r"<script[^>]*>", html)
-    assert scripts == ['<script type="application/json" id="tpumem-summary">', "<script>"]
+    assert scripts == [
+        '<script type="application/json" id="tpumem-summary">',
+        '<script type="application/json" id="tpumem-data">',
+        '<script type="application/json" id="tpumem-sections-0">',
+        "<script>",
+    ]
 
 
 def test_it_fetches_nothing(run):
@@ -307,7 +313,7 @@ def test_a_report_holding_the_wrong_types_still_makes_a_page():
     )
     report = Report({"devices": "cpu", "versions": None}, {"t.py::test_<b>": entry}, ledger=ledger)
     html = page(report)
-    assert "t.py::test_&lt;b&gt;" in html and "<pre>&lt;b&gt;</pre>" in html
+    assert pagedata.rows(html)[0][0] == "t.py::test_<b>" and "<pre>&lt;b&gt;</pre>" in _details(html, "t.py::test_<b>")
 
 
 # --- in a real browser ------------------------------------------------------------------------------
@@ -420,6 +426,146 @@ def test_in_chromium_the_leaking_line_is_on_top_of_the_host_line_that_moved_with
     )
     assert color != other and apart < 2, (color, other, apart)  # the two lines meet there
     assert hit == f"circle {color}", hit
+    assert browser.errors == []
+
+
+# What the page's script drew of a section, against the markup of its blocks (pagedata.section),
+# both read back through the browser's own serializer: an SVG made by the script has no xmlns
+# attribute, and writes 300 where Python writes 300.0.
+SAME_AS_BLOCKS = """(function(i, expected){
+  function norm(h){ return h.split(' xmlns="http://www.w3.org/2000/svg"').join('').split('>\\n<').join('><')
+    .replace(/\\n<\\/svg>/g, '</svg>').replace(/="(-?\\d+)\\.0"/g, '="$1"').replace(/(\\d+)\\.0\\)/g, '$1)'); }
+  var d = document.getElementById('t' + i), t = document.createElement('template');
+  t.innerHTML = expected;
+  var drawn = d.innerHTML, want = t.innerHTML;
+  drawn = drawn.slice(drawn.indexOf('</summary>') + 10);
+  want = want.slice(want.indexOf('</summary>') + 10);
+  return norm(drawn) === norm(want) ? 'same' : [norm(drawn), norm(want)];
+})(%d, %s)"""
+
+
+def _same_as_blocks(browser, html, i, nodeid):
+    return browser.evaluate(SAME_AS_BLOCKS % (i, json.dumps("<summary>" + pagedata.section(html, nodeid))))
+
+
+def test_in_chromium_every_section_is_drawn_as_its_blocks_say(run, browser):
+    """The script draws each test's section from its data: the same elements and text, the leak
+    timeline's too, as the page once wrote in markup (telling.markup.blocks_html)."""
+    html = _html(run[0])
+    browser.open(str(run[0] / "report.html"))
+    for i, row in enumerate(pagedata.rows(html)):
+        assert _same_as_blocks(browser, html, i, row[0]) == "same", row[0]
+    assert browser.evaluate("document.querySelectorAll('#sections details.test').length") == 5
+    assert browser.errors == []
+
+
+HOSTILE = [
+    "t.py::test_a[</script><script>alert(1)</script>]",
+    "t.py::test_b[<!--<script>]",
+    "t.py::test_c[\u2028\u2029]",
+    "t.py::test_d[\x1b[2J\x00\x7f]",
+    "t_\udcff.py::test_e",
+    "t.py::test_f[<b onmouseover=alert(1)>&amp;]",
+]
+
+
+def test_in_chromium_hostile_test_ids_stay_text(tmp_path, browser):
+    """Test ids that would end the data's script block, open a comment, end a JavaScript line or
+    clear a terminal: the data holds them escaped, and the page shows each as text (control
+    characters and lone surrogates written as pytest writes them), in a row and in its section."""
+    from pytest_tpumem.telling.words import escaped
+
+    entry = Entry(outcome="failed", verdict=Verdict.OVER_BUDGET, peak=2 * MB, budget=MB, failure="</script>")
+    report = Report({"devices": "cpu"}, {t: entry for t in HOSTILE})
+    html = page(report)
+    data = html[html.index('id="tpumem-data">') : html.index('<script type="application/json" id="tpumem-sections-0">')]
+    assert "</script" not in data[:-10] and "<!--" not in data and "\u2028" not in data
+    (tmp_path / "p.html").write_text(html, encoding="utf-8", errors="surrogateescape")
+    browser.open(str(tmp_path / "p.html"))
+    shown = browser.evaluate("Array.from(document.querySelectorAll('#tests tbody tr td.id')).map(td => td.textContent)")
+    assert sorted(shown) == sorted(escaped(t) for t in HOSTILE)
+    assert browser.evaluate("document.querySelectorAll('b, #tests script, #sections script').length") == 0
+    assert browser.evaluate("document.querySelectorAll('#sections details.test pre')[0].textContent") == "</script>"
+    assert browser.errors == []
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """The page of a made-up report of 3,000 tests (tests/bigreport.py), and the report."""
+    import bigreport
+
+    from pytest_tpumem.telling.report import dumps
+
+    where = tmp_path_factory.mktemp("large")
+    report = Report.from_json(bigreport.big_report(3000), "large")
+    (where / "report.json").write_bytes(dumps(report))
+    (where / "report.html").write_text(page(report))
+    return where, report
+
+
+def test_the_page_of_a_large_run_is_smaller_than_its_report(large):
+    where, _ = large
+    assert os.path.getsize(where / "report.html") < os.path.getsize(where / "report.json") * 0.7
+
+
+def test_in_chromium_a_large_page_finds_every_test_by_the_filter(large, browser):
+    """A table of 3,000 tests draws a page of rows; the filter finds each test among all of them."""
+    where, report = large
+    browser.open(str(where / "report.html"))
+    assert browser.evaluate("document.querySelectorAll('#tests tbody tr').length") == 250
+    assert (
+        browser.evaluate("document.getElementById('shown').textContent") == "3000 of 3000 shown (the first 250 listed)"
+    )
+    missing = browser.evaluate(
+        "(function(ids){ var f = document.getElementById('filter'), missing = [];"
+        "ids.forEach(function(id){ f.value = id; f.dispatchEvent(new Event('input'));"
+        "  var rows = Array.from(document.querySelectorAll('#tests tbody tr'));"
+        "  if (!rows.some(function(r){ return r.getAttribute('data-test') === id; })) missing.push(id); });"
+        "f.value = ''; f.dispatchEvent(new Event('input')); return missing; })("
+        + json.dumps(sorted(report.tests))
+        + ")"
+    )
+    assert missing == []
+    browser.evaluate(
+        "var v = document.getElementById('verdict'); v.value = 'leak'; v.dispatchEvent(new Event('change'))"
+    )
+    leaks = sum(e.verdict.value == "leak" for e in report.tests.values())
+    assert browser.evaluate("document.getElementById('shown').textContent").startswith(f"{leaks} of 3000 shown")
+    browser.evaluate("document.querySelector('.more button[data-for=tests]').click()")
+    assert browser.evaluate("document.querySelectorAll('#tests tbody tr').length") == 500
+    assert browser.errors == []
+
+
+def test_in_chromium_a_large_page_sorts_by_peak_as_numbers(large, browser):
+    where, report = large
+    browser.open(str(where / "report.html"))
+    browser.evaluate("document.querySelectorAll('#tests thead th')[3].click()")
+    peaks = [int(v) for v in _order(browser, 3)]
+    most = sorted((e.peak for e in report.tests.values() if e.peak is not None), reverse=True)
+    assert peaks == most[:250]  # the largest of all 3,000, as numbers (as text 999MB would top 3GB)
+    browser.evaluate("document.querySelectorAll('#tests thead th')[3].click()")
+    assert [int(v) for v in _order(browser, 3)] == most[::-1][:250]
+    assert browser.errors == []
+
+
+def test_in_chromium_a_failed_test_s_section_is_whole_when_opened(large, browser):
+    """A failed test listed after the sections drawn at first: its link draws its section, open,
+    with everything its blocks hold (its failure, its leak timeline)."""
+    where, report = large
+    html = (where / "report.html").read_text()
+    rows = pagedata.rows(html)
+    i = next(i for i, r in enumerate(rows) if i >= 250 and r[1] == "leak")
+    browser.open(str(where / "report.html"))
+    assert browser.evaluate(f"document.getElementById('t{i}')") is None  # not drawn yet
+    browser.evaluate(
+        f"var f = document.getElementById('filter'); f.value = {json.dumps(rows[i][0])}; f.dispatchEvent(new Event('input'));"
+        "document.querySelector('#tests tbody a').click()"
+    )
+    assert browser.evaluate(f"document.getElementById('t{i}').open") is True
+    assert _same_as_blocks(browser, html, i, rows[i][0]) == "same"
+    section = browser.evaluate(f"document.getElementById('t{i}').textContent")
+    assert report.tests[rows[i][0]].failure in section
+    assert browser.evaluate(f"document.querySelectorAll('#t{i} svg polyline.series').length") == 4
     assert browser.errors == []
 
 

@@ -6,10 +6,11 @@ four written and checks them against each other; it returns each test's outcome 
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import xml.etree.ElementTree as ET
+
+import pagedata
 
 # Verdicts that fail their test (decisions.verdict.Verdict); "not judged" may also skip it.
 FAILING = {"oom", "leak", "over budget", "regressed"}
@@ -101,7 +102,6 @@ def agree(pytester, *args: str, reverse: bool = False, monkeypatch=None):
     if tests:
         title = re.search(r"<title>pytest-tpumem: (\d+) measured, (\d+) failed a memory check", page_text)
         assert title and int(title.group(2)) == len(failing), page_text[:300]
-        found = re.findall(r'<tr data-test="([^"]*)" data-verdict="([^"]*)"', page_text)
-        rows = {html.unescape(test): html.unescape(verdict) for test, verdict in found}
+        rows = {r[0]: r[1] for r in pagedata.rows(page_text)}  # the rows the page's script draws
         assert {nodeid: rows.get(nodeid) for nodeid in tests} == {n: e["verdict"] for n, e in tests.items()}
     return pytest_says, result

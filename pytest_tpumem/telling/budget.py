@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..units import format_apart, format_size
-from .markup import dict_of, esc, list_of, size_text, text_table
+from .markup import Block, dict_of, heading, list_of, size_text, table_block
 from .upcast import HEAD, compilers_own_line, upcast_line, upcast_record, upcasts_html
 from .words import STAND_IN_NOTE, files_lines, plural, shown
 
@@ -225,7 +225,7 @@ def buffer_record(b: Buffer) -> dict[str, Any]:
     }
 
 
-def html(check: dict[str, Any], nodeid: str) -> str:
+def html(check: dict[str, Any], nodeid: str) -> list[Block]:
     """A budget's (or a peak's) part of its test's section on the run's page (telling.html), from
     its record: the peak per device with its witnesses, the upcasts and the largest arrays."""
     budget = f", budget {size_text(check.get('budget'))} ({check.get('budget_source')})" if check.get("budget") else ""
@@ -234,12 +234,12 @@ def html(check: dict[str, Any], nodeid: str) -> str:
         (size_text(b.get("bytes")), b.get("shape", ""), b.get("text", ""))
         for b in map(dict_of, list_of(check.get("buffers")))
     ]
-    return (
-        f"<h3>{esc(check.get('check', ''))}: {esc(check.get('verdict', ''))}{esc(budget)}</h3>"
-        + text_table(("device", "peak", "at start", "witness", "every witness"), devices, (1, 2))
-        + upcasts_html(list_of(check.get("upcasts")))
-        + text_table(("bytes", "shape", "what, and where"), buffers, (0,), "largest arrays of the programs it ran")
-    )
+    return [
+        heading(f"{check.get('check', '')}: {check.get('verdict', '')}{budget}"),
+        *table_block(("device", "peak", "at start", "witness", "every witness"), devices, (1, 2)),
+        *upcasts_html(list_of(check.get("upcasts"))),
+        *table_block(("bytes", "shape", "what, and where"), buffers, (0,), "largest arrays of the programs it ran"),
+    ]
 
 
 def _device_cells(label: str, d: dict[str, Any]) -> tuple[Any, ...]:

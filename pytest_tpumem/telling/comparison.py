@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_apart, format_size, parse_size
-from .markup import dict_of, esc, list_of, size_text
+from .markup import Block, dict_of, heading, list_of, para, size_text
 from .words import escaped, plural, table
 
 if TYPE_CHECKING:
@@ -205,11 +205,11 @@ def report_lines(report: Report) -> list[str]:
     return lines
 
 
-def regressed_html(check: dict[str, Any], nodeid: str) -> str:
+def regressed_html(check: dict[str, Any], nodeid: str) -> list[Block]:
     """A test's regression against the baseline (telling.rows.regressed_row) in its section on the
     run's page (telling.html): each figure that regressed, and beyond which tolerance."""
     changes = ", ".join(
         f"{c.get('figure')} {size_text(c.get('old'))} to {size_text(c.get('new'))} beyond {c.get('beyond')}"
         for c in map(dict_of, list_of(check.get("changes")))
     )
-    return f"<h3>against the baseline: regressed</h3><p>{esc(changes)}</p>"
+    return [heading("against the baseline: regressed"), para(changes)]

@@ -7,6 +7,13 @@ Made from a report alone (decisions.entry.Report, as the JSON file holds it), so
 pytest run and the page of reports merged afterwards are the same page. Self-contained: its style,
 script and pictures are inline, nothing is fetched (its Content-Security-Policy forbids it), and
 everything taken from a test id, a message or a report is escaped. Pure: data in, text out.
+
+It scales to a suite of tens of thousands of tests: the two long tables (the measured tests, the
+ledger's) and each test's section are data in JSON blocks the page's script reads, drawn as
+elements (never as markup) when they are shown: a table's rows a page at a time, sorted and
+filtered on the data, a test's section when it is opened (the first SECTIONS at once, the failed
+ones open); the sections' blocks are read SECTIONS tests at a time, when one of them is drawn. A
+leak timeline is carried as what it draws (telling.svg.timeline_spec).
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ from ..units import format_size
 from . import budget, comparison, leak, oom, target
 from .comparison import change_line, context_lines, matching_lines
 from .ledger import host_lines, line_of_record
-from .markup import dict_of, esc, html_table, int_of, list_of, num_cell, size_text, text_table
-from .svg import session_picture
+from .markup import Block, blocks_html, clean, dict_of, esc, heading, html_table, int_of, list_of, para, pre, size_text
+from .markup import table_block as table
+from .svg import FRAME, session_picture
 from .words import STAND_IN_NOTE, plural
 
 if TYPE_CHECKING:
@@ -33,6 +41,8 @@ if TYPE_CHECKING:
     from ..decisions.entry import Entry, LedgerTests, Report
 
 LEDGER_ROWS = 5000  # the suite ledger's table lists at most this many tests (the largest residues first)
+SECTIONS = 250  # the tests whose sections are drawn when the page opens (worst first); any other when opened
+ROWS = 250  # a long table's rows drawn at once; the script draws more on demand
 
 # The page's style and script, package files beside this module (read once, when a page is made).
 STYLE, SCRIPT = "page.css", "page.js"
@@ -130,7 +140,14 @@ def _residues(report: Report) -> dict[str, int]:
     return {t: r for t, line in report.ledger.tests.items() if (r := int_of(line.get("residue"))) is not None}
 
 
-def _tests_table(report: Report, anchors: dict[str, str]) -> str:
+def _cell(value: Any) -> list[Any]:
+    """A number's cell in a table's data: the number it sorts by (null: unknown) and its text."""
+    n = int_of(value)
+    return [n, size_text(n)]
+
+
+def _tests_table(report: Report, tests: list[tuple[str, Entry]]) -> tuple[str, list[list[Any]]]:
+    """The measured tests' table (its head; the script draws its rows) and its rows' data, worst first."""
     residues = _residues(report)
     verdicts = sorted({e.verdict.value for e in report.tests.values()}, key=rank_of)
     options = '<option value="">every verdict</option>' + "".join(f"<option>{esc(v)}</option>" for v in verdicts)
@@ -141,30 +158,29 @@ def _tests_table(report: Report, anchors: dict[str, str]) -> str:
     head = ("test", "verdict", "outcome", "peak", "budget", "growth/iter", "threshold", "residue", "witness")
     numeric = {3, 4, 5, 6, 7}
     heads = "".join(f"<th{' class=n' if i in numeric else ''}>{h}</th>" for i, h in enumerate(head))
-    rows = []
-    for nodeid, e in sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0])):
-        v = e.verdict.value
-        rows.append(
-            f'<tr data-test="{esc(nodeid)}" data-verdict="{esc(v)}">'
-            f'<td class="id"><a href="#{anchors[nodeid]}">{esc(nodeid)}</a></td>'
-            f'<td data-value="{rank_of(v)}" class="{_verdict_class(v)}">{esc(v)}</td>'
-            f"<td>{esc(e.outcome or '-')}</td>"
-            + num_cell(e.peak)
-            + num_cell(e.budget)
-            + num_cell(e.growth)
-            + num_cell(e.threshold)
-            + num_cell(residues.get(nodeid))
-            + f"<td>{esc(e.witness or '-')}</td></tr>"
-        )
-    return (
-        filters
-        + f'<table id="tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
+    rows = [
+        [
+            clean(nodeid),
+            clean(e.verdict.value),
+            clean(e.outcome or "-"),
+            _cell(e.peak),
+            _cell(e.budget),
+            _cell(e.growth),
+            _cell(e.threshold),
+            _cell(residues.get(nodeid)),
+            clean(e.witness or "-"),
+            1 if e.failed else 0,
+        ]
+        for nodeid, e in tests
+    ]
+    table_ = f'<table id="tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody></tbody></table>'
+    more = '<p class="more" hidden><button type="button" data-for="tests">show more</button></p>'
+    return filters + table_ + more, rows
 
 
 # Each check's part of a test's section, by the kind its record names ("check"): written in the
 # check's own module, beside its text and row.
-CHECKS: dict[str, Callable[[dict[str, Any], str], str]] = {
+CHECKS: dict[str, Callable[[dict[str, Any], str], list[Block]]] = {
     "budget": budget.html,
     "peak": budget.html,
     "target": target.html,
@@ -174,12 +190,12 @@ CHECKS: dict[str, Callable[[dict[str, Any], str], str]] = {
 }
 
 
-def _check(check: dict[str, Any], nodeid: str) -> str:
+def _check(check: dict[str, Any], nodeid: str) -> list[Block]:
     told = CHECKS.get(str(check.get("check", "")))
-    return told(check, nodeid) if told else ""
+    return told(check, nodeid) if told else []
 
 
-def _explanation(line: dict[str, Any]) -> str:
+def _explanation(line: dict[str, Any]) -> list[Block]:
     """A ledger line's explanation: what the test made that is still alive, and who keeps it."""
     made = [
         (size_text(m.get("bytes")), m.get("arrays", ""), m.get("shape", ""), m.get("site", ""))
@@ -189,40 +205,33 @@ def _explanation(line: dict[str, Any]) -> str:
         (size_text(h.get("bytes")), h.get("by", ""), h.get("path", "")) for h in map(dict_of, list_of(line.get("held")))
     ]
     out = [
-        text_table(("bytes", "arrays", "shape", "made at"), made, (0, 1)),
-        text_table(("bytes", "kept by", "path"), held, (0,)),
+        *table(("bytes", "arrays", "shape", "made at"), made, (0, 1)),
+        *table(("bytes", "kept by", "path"), held, (0,)),
     ]
     for key, words in (("traceback", "kept by its failure's traceback"), ("collected", "freed by gc.collect()")):
         if int_of(line.get(key)):
-            out.append(f"<p>{esc(words)}: {esc(size_text(line.get(key)))}</p>")
-    return "".join(out)
+            out.append(para(f"{words}: {size_text(line.get(key))}"))
+    return out
 
 
-def _test_details(nodeid: str, entry: Entry, anchor: str, ledger_line: dict[str, Any] | None) -> str:
-    v = entry.verdict.value
+def _test_details(nodeid: str, entry: Entry, ledger_line: dict[str, Any] | None) -> list[Block]:
+    """A test's section (its summary is its row's): the blocks the page's script draws when it is opened."""
     peaks = ", ".join(f"{d} {format_size(p)}" for d, p in entry.peaks.items())
-    out = [
-        f'<details class="test" id="{anchor}"{" open" if entry.failed else ""}>'
-        f'<summary><span class="{_verdict_class(v)}">{esc(v)}</span> {esc(nodeid)}</summary>'
-    ]
+    out = []
     if peaks:
         out.append(
-            f"<p>peak per device: {esc(peaks)}"
-            + (" (live arrays stand in for device memory)" if entry.stand_in else "")
-            + "</p>"
+            para(f"peak per device: {peaks}" + (" (live arrays stand in for device memory)" if entry.stand_in else ""))
         )
     if entry.growth_source:
-        out.append(f"<p>growth from {esc(entry.growth_source)}</p>")
+        out.append(para(f"growth from {entry.growth_source}"))
     if entry.failure:
-        out.append(f"<h3>failure</h3><pre>{esc(entry.failure)}</pre>")
-    out += [_check(dict_of(c), nodeid) for c in entry.checks]
+        out += [heading("failure"), pre(entry.failure)]
+    for c in entry.checks:
+        out += _check(dict_of(c), nodeid)
     if ledger_line is not None and ledger_line.get("made"):
-        out.append(
-            f"<h3>left behind after its teardown: {esc(size_text(ledger_line.get('residue')))}</h3>"
-            + _explanation(ledger_line)
-        )
-    out.append("</details>")
-    return "".join(out)
+        out.append(heading(f"left behind after its teardown: {size_text(ledger_line.get('residue'))}"))
+        out += _explanation(ledger_line)
+    return out
 
 
 def _host_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[str]:
@@ -248,10 +257,11 @@ def _host_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[s
     return out
 
 
-def _ledger(report: Report) -> str:
+def _ledger(report: Report) -> tuple[str, list[list[Any]]]:
+    """The suite ledger's section, and its table's rows (data, drawn by the script)."""
     ledger = report.ledger
     if ledger is None:
-        return ""
+        return "", []
     lines = {t: dict_of(line) for t, line in ledger.tests.items()}
     out = [
         "<h2 id=ledger>The suite ledger</h2>",
@@ -263,8 +273,9 @@ def _ledger(report: Report) -> str:
     out += _pictures(ledger, lines)
     out += _left_named(ledger, lines)
     out += _host_named(ledger, lines)
-    out.append(_ledger_table(lines))
-    return "".join(out)
+    table_, rows = _ledger_table(lines)
+    out.append(table_)
+    return "".join(out), rows
 
 
 def _crashes(ledger: LedgerTests) -> list[str]:
@@ -327,24 +338,28 @@ def _left_named(ledger: LedgerTests, lines: dict[str, dict[str, Any]]) -> list[s
     out = [f"<h3>named: {plural(len(named), 'test')} that left {esc(format_size(ledger.threshold))} or more</h3>"]
     for test, line in named:
         out.append(
-            f'<details class="test" open><summary>{esc(test)}: left {esc(size_text(line.get("left")))}</summary>{_explanation(line)}</details>'
+            f'<details class="test" open><summary>{esc(test)}: left {esc(size_text(line.get("left")))}</summary>{blocks_html(_explanation(line))}</details>'
         )
     return out
 
 
-def _ledger_table(lines: dict[str, dict[str, Any]]) -> str:
-    """Every test the ledger read, the largest residues first, at most LEDGER_ROWS of them."""
+def _ledger_table(lines: dict[str, dict[str, Any]]) -> tuple[str, list[list[Any]]]:
+    """Every test the ledger read, the largest residues first, at most LEDGER_ROWS of them: the
+    table's head (the script draws its rows) and its rows' data."""
     ordered = sorted(lines.items(), key=lambda i: (-(int_of(i[1].get("residue")) or 0), i[0]))
     rows = []
     for test, line in ordered[:LEDGER_ROWS]:
         compiled = int_of(line.get("compiled"))
         rows.append(
-            f'<tr><td class="id">{esc(test)}</td><td>{esc(line.get("outcome") or "-")}</td>'
-            + num_cell(line.get("residue"))
-            + num_cell(line.get("left"))
-            + num_cell(compiled, "-" if compiled is None else str(compiled))
-            + num_cell(dict_of(line.get("host")).get("grew"))
-            + f"<td>{esc(line.get('worker') or '-')}</td></tr>"
+            [
+                clean(test),
+                clean(line.get("outcome") or "-"),
+                _cell(line.get("residue")),
+                _cell(line.get("left")),
+                [compiled, "-" if compiled is None else str(compiled)],
+                _cell(dict_of(line.get("host")).get("grew")),
+                clean(line.get("worker") or "-"),
+            ]
         )
     more = (
         f"<p class=muted>the {LEDGER_ROWS} largest residues of {len(ordered)} tests are listed</p>"
@@ -352,14 +367,54 @@ def _ledger_table(lines: dict[str, dict[str, Any]]) -> str:
         else ""
     )
     heads = '<th>test</th><th>outcome</th><th class="n">residue</th><th class="n">left</th><th class="n">programs compiled</th><th class="n">host grew</th><th>worker</th>'
-    return f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (
+        f'<h3>every test read ({len(lines)})</h3>{more}<table id="ledger-tests" class="sortable"><thead><tr>{heads}</tr></thead><tbody></tbody></table>'
+        '<p class="more" hidden><button type="button" data-for="ledger-tests">show more</button></p>',
+        rows,
+    )
+
+
+def _measured(report: Report, data: dict[str, Any]) -> tuple[str, list[list[Block]]]:
+    """The measured tests' table and the place of their sections; their rows and verdicts go into
+    ``data``, and their sections' blocks are returned, worst first."""
+    if not report.tests:
+        return (
+            "<h2 id=measured>Measured tests</h2>\n<p>No test was measured (no budget, leak check or default budget applied).</p>",
+            [],
+        )
+    tests = sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0]))
+    ledger_lines = report.ledger.tests if report.ledger is not None else {}
+    markup, data["tests"] = _tests_table(report, tests)
+    verdicts = sorted({e.verdict.value for _, e in tests}, key=rank_of)
+    data["verdicts"] = {v: [rank_of(v), _verdict_class(v)] for v in verdicts}
+    out = ["<h2 id=measured>Measured tests</h2>", markup, "<h2 id=details>Each test</h2>"]
+    if len(tests) > SECTIONS:
+        out.append(
+            f"<p class=muted>the sections of the {SECTIONS} tests listed first are below; "
+            "a test's link in the table opens its own</p>"
+        )
+    out.append('<div id="sections"></div>')
+    return "\n".join(out), [_test_details(t, e, dict_of(ledger_lines.get(t)) or None) for t, e in tests]
+
+
+def _data(data: Any) -> str:
+    """``data`` as JSON text that cannot end the script block that holds it, nor start markup in it
+    (``<``, ``>``, ``&`` and the line separators JavaScript once took for line ends are escaped)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for char, escape in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escape)
+    return text
 
 
 def page(report: Report, comparison: Comparison | None = None, baseline: str = "", sources: Sequence[str] = ()) -> str:
     """The whole page of ``report`` (with ``comparison`` against the report named ``baseline``,
     where there is one); ``sources`` names the reports it was read from."""
-    anchors = {nodeid: f"t{i}" for i, nodeid in enumerate(sorted(report.tests))}
-    ledger_lines = report.ledger.tests if report.ledger is not None else {}
     failed = report.failed
     title = f"pytest-tpumem: {report.measured} measured, {failed} failed a memory check"
     if comparison is not None and comparison.regressions:
@@ -377,19 +432,21 @@ def page(report: Report, comparison: Comparison | None = None, baseline: str = "
     ]
     if comparison is not None:
         parts.append(_comparison(comparison, baseline or "the baseline"))
-    parts.append("<h2 id=measured>Measured tests</h2>")
-    if report.tests:
-        parts.append(_tests_table(report, anchors))
-        parts.append("<h2 id=details>Each test</h2>")
-        for nodeid, entry in sorted(report.tests.items(), key=lambda i: (i[1].worst_first(), i[0])):
-            parts.append(_test_details(nodeid, entry, anchors[nodeid], dict_of(ledger_lines.get(nodeid)) or None))
-    else:
-        parts.append("<p>No test was measured (no budget, leak check or default budget applied).</p>")
-    parts.append(_ledger(report))
-    data = json.dumps({"measured": report.measured, "failed": failed, "version": report.version})
+    data: dict[str, Any] = {"frame": FRAME, "sections": SECTIONS, "rows": ROWS}
+    markup, details = _measured(report, data)
+    parts.append(markup)
+    ledger, data["ledger"] = _ledger(report)
+    parts.append(ledger)
+    summary = json.dumps({"measured": report.measured, "failed": failed, "version": report.version})
     parts.append(
         f'<p class="muted">written by pytest-tpumem {esc(__version__)}; report schema version {report.version}</p>'
     )
-    parts.append(f'<script type="application/json" id="tpumem-summary">{data}</script>')
+    parts.append(f'<script type="application/json" id="tpumem-summary">{summary}</script>')
+    parts.append(f'<script type="application/json" id="tpumem-data">{_data(data)}</script>')
+    # The sections' blocks, SECTIONS tests a block: the script reads one when it draws a section of it.
+    for k in range(0, len(details), SECTIONS):
+        parts.append(
+            f'<script type="application/json" id="tpumem-sections-{k // SECTIONS}">{_data(details[k : k + SECTIONS])}</script>'
+        )
     parts.append(f"<script>{_asset(SCRIPT)}</script></body></html>")
     return "\n".join(parts) + "\n"

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_apart, format_delta, format_size
-from .markup import dict_of, esc, int_of, list_of, size_text, text_table
-from .svg import leak_timeline
+from .markup import Block, dict_of, heading, int_of, list_of, size_text, table_block
+from .svg import timeline_spec
 from .words import files_lines, plural, shown
 
 if TYPE_CHECKING:
@@ -260,16 +260,14 @@ def row(r: LeakReport) -> dict[str, Any]:
     }
 
 
-def html(check: dict[str, Any], nodeid: str) -> str:
+def html(check: dict[str, Any], nodeid: str) -> list[Block]:
     """A leak check's part of its test's section on the run's page (telling.html), from its record:
     its timeline, the lines that made what stays alive, the host memory kept, the programs kept."""
     growth = f"growth {size_text(check.get('growth'))}/iteration, threshold {size_text(check.get('threshold'))}"
-    out = [
-        f"<h3>leak check: {esc(check.get('verdict', ''))}, {esc(growth)}, {esc(check.get('iterations'))} iterations</h3>"
-    ]
-    picture = leak_picture(check, nodeid)
-    if picture:
-        out.append(f'<div class="picture timeline">{picture}</div>')
+    out = [heading(f"leak check: {check.get('verdict', '')}, {growth}, {check.get('iterations')} iterations")]
+    timeline = _timeline(check)
+    if timeline is not None:
+        out.append(["timeline", timeline_spec(timeline, nodeid)])  # type: ignore[arg-type]
     sites = [
         # "of runs": a line whose arrays of every run are alive piles up
         (
@@ -290,16 +288,16 @@ def html(check: dict[str, Any], nodeid: str) -> str:
         for k in map(dict_of, list_of(check.get("kept_programs")))
     ]
     title = "arrays alive after the last run, made after the warmup, by the line that made them"
-    out.append(text_table(("bytes", "arrays", "of runs", "shapes", "made at"), sites, (0, 1, 2), title))
-    out.append(text_table(("bytes", "allocations", "at"), host, (0, 1), "host memory kept, by line"))
+    out += table_block(("bytes", "arrays", "of runs", "shapes", "made at"), sites, (0, 1, 2), title)
+    out += table_block(("bytes", "allocations", "at"), host, (0, 1), "host memory kept, by line")
     title = "programs compiled anew and kept every iteration"
-    out.append(text_table(("per iteration", "program", "compiled at"), kept, (0,), title))
-    return "".join(out)
+    out += table_block(("per iteration", "program", "compiled at"), kept, (0,), title)
+    return out
 
 
 @dataclass(frozen=True)
 class _Series:
-    """A leak check's series as the report keeps it, in the shape telling.svg.leak_timeline draws."""
+    """A leak check's series as the report keeps it, in the shape telling.svg.timeline_spec reads."""
 
     name: str
     device: str
@@ -320,9 +318,8 @@ class _Timeline:
         return self.threshold if series.judged else None
 
 
-def leak_picture(check: dict[str, Any], title: str) -> str:
-    """A leak check's timeline (telling.svg.leak_timeline) from its record in a report; "" where
-    the record has no series to draw."""
+def _timeline(check: dict[str, Any]) -> _Timeline | None:
+    """A leak check's record as telling.svg draws it; None where it has no series to draw."""
     series, leaking = [], []
     for name, s in dict_of(check.get("series")).items():
         values = list_of(dict_of(s).get("values"))
@@ -341,7 +338,7 @@ def leak_picture(check: dict[str, Any], title: str) -> str:
             leaking.append(one)
     threshold = int_of(check.get("threshold"))
     if not series or threshold is None:
-        return ""
+        return None
     iterations = max(len(s.values) for s in series) - 1
     series = [s for s in series if len(s.values) == iterations + 1]
-    return leak_timeline(_Timeline(tuple(series), iterations, threshold, tuple(leaking)), title)  # type: ignore[arg-type]
+    return _Timeline(tuple(series), iterations, threshold, tuple(leaking))

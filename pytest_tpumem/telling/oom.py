@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..units import format_size
 from .budget import devices_row, peak_line
-from .markup import esc
+from .markup import Block, heading, pre
 
 if TYPE_CHECKING:
     from ..decisions.oom import OomResult
@@ -50,6 +50,6 @@ def row(r: OomResult) -> dict[str, Any]:
     return out
 
 
-def html(check: dict[str, Any], nodeid: str) -> str:
+def html(check: dict[str, Any], nodeid: str) -> list[Block]:
     """Out of memory in its test's section on the run's page (telling.html): the error."""
-    return f"<h3>out of memory</h3><pre>{esc(check.get('error', ''))}</pre>"
+    return [heading("out of memory"), pre(check.get("error", ""))]

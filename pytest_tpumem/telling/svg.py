@@ -23,6 +23,7 @@ HOST_COLOR = "#7f7f7f"
 PLOT_W = WIDTH - LEFT - RIGHT
 Scale = Callable[[float], float]  # a figure to its coordinate
 LegendEntries = list[tuple[str, str]]  # a swatch's color and its label
+LegendItems = list[tuple[str | None, str, bool]]  # a swatch (None: a second line), its label, dashed
 Records = list[dict[str, Any]]  # the tests' lines, as the JSON report keeps them
 
 
@@ -106,6 +107,18 @@ def draw_order(series: Series, report: LeakReport) -> tuple[bool, bool, bool]:
 
 def leak_timeline(report: LeakReport, title: str) -> str:
     """The SVG document for ``report``; ``title`` names the test."""
+    return draw_timeline(timeline_spec(report, title))
+
+
+def _clean(text: str) -> str:
+    """Text for a picture drawn from data (the page's script): as _xml writes it, not yet markup."""
+    return escaped(text).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+
+
+def timeline_spec(report: LeakReport, title: str) -> dict[str, Any]:
+    """What a leak check's timeline draws, every figure placed and every text written: the page
+    embeds this (a few hundred bytes, not the picture's kilobytes) and its script draws it as
+    draw_timeline does. Coordinates are text, as the picture writes them."""
     series = sorted(report.series, key=lambda s: s.device == "host")  # the devices' first
     n = report.iterations
     grown = {s.name: [v - s.values[0] for v in s.values] for s in series}
@@ -124,60 +137,77 @@ def leak_timeline(report: LeakReport, title: str) -> str:
     def y(v: float) -> float:
         return TOP + (bottom - TOP) * (1 - (v - low) / (high - low))
 
-    out = _open(
-        height,
-        title,
-        "leak_check: growth since the baseline (after the warmup) after each of "
-        f"{n} runs; threshold {_xml(format_size(report.threshold))}/run",
-    )
-    out += _grid(y, low, high, step, format_size) + _ticks(n, x, bottom) + _axes(TOP, bottom)
-    out.append(f'<text x="{LEFT + PLOT_W / 2}" y="{height - 12}" text-anchor="middle">run of the checked code</text>')
-    out.append(
-        f'<text transform="translate(18,{(TOP + bottom) / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
-    )
-    points = _points((x(k), y(val)) for k, val in enumerate(threshold_line))
-    out.append(
-        f'<polyline class="threshold" points="{points}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>'
-    )
+    grid = []
+    v = low
+    while v <= high + step / 2:
+        grid.append([f"{y(v):.1f}", f"{y(v) + 4:.1f}", _clean(format_size(v))])
+        v += step
     legend: list[tuple[str | None, str, bool]] = [("#000", f"threshold: {format_size(report.threshold)} a run", True)]
-    drawn_series: list[tuple[tuple[bool, bool, bool], list[str]]] = []
+    drawn_series: list[tuple[tuple[bool, bool, bool], list[Any]]] = []
     for i, s in enumerate(series):
         drawn, said = _series(s, i, report, [(x(k), y(v)) for k, v in enumerate(grown[s.name])])
         drawn_series.append((draw_order(s, report), drawn))
         legend += said
-    for _, drawn in sorted(drawn_series, key=lambda d: d[0]):  # stable: the legend's order among equals
-        out += drawn
-    out += _legend(legend, LEFT + PLOT_W, TOP + 10)
+    return {
+        "height": height,
+        "title": _clean(title),
+        "sub": "leak_check: growth since the baseline (after the warmup) after each of "
+        f"{n} runs; threshold {_clean(format_size(report.threshold))}/run",
+        "grid": grid,
+        "ticks": [f"{x(k):.1f}" for k in range(n + 1)],
+        "threshold": _points((x(k), y(val)) for k, val in enumerate(threshold_line)),
+        # stable: the legend's order among equals
+        "series": [drawn for _, drawn in sorted(drawn_series, key=lambda d: d[0])],
+        "legend": [[swatch, _clean(label), dashed] for swatch, label, dashed in legend],
+    }
+
+
+FRAME = {"width": WIDTH, "left": LEFT, "plot": PLOT_W, "top": TOP, "bottom": BOTTOM}  # what a spec is drawn in
+
+
+def draw_timeline(spec: dict[str, Any]) -> str:
+    """A timeline_spec as an SVG document (the page's script draws the same elements)."""
+    height = spec["height"]
+    bottom = height - BOTTOM
+    out = _open(height, spec["title"], escape(spec["sub"]))
+    for y1, ty, label in spec["grid"]:
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y1}" y2="{y1}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 8}" y="{ty}" text-anchor="end">{escape(label)}</text>')
+    for k, tx in enumerate(spec["ticks"]):
+        label = "baseline" if k == 0 else f"run {k}"
+        out.append(f'<line x1="{tx}" x2="{tx}" y1="{bottom}" y2="{bottom + 5}" stroke="#333"/>')
+        out.append(f'<text x="{tx}" y="{bottom + 20}" text-anchor="middle">{label}</text>')
+    out += _axes(TOP, bottom)
+    out.append(f'<text x="{LEFT + PLOT_W / 2}" y="{height - 12}" text-anchor="middle">run of the checked code</text>')
+    out.append(
+        f'<text transform="translate(18,{(TOP + bottom) / 2}) rotate(-90)" text-anchor="middle">growth since the baseline (decimal units)</text>'
+    )
+    out.append(
+        f'<polyline class="threshold" points="{spec["threshold"]}" fill="none" stroke="#000" stroke-width="1.5" stroke-dasharray="6,4"/>'
+    )
+    for name, color, width, dashed, points in spec["series"]:
+        dash = ' stroke-dasharray="2,2"' if dashed else ""
+        out.append(
+            f'<polyline class="series" data-name="{escape(name, quote=True)}" points="{points}" fill="none" '
+            f'stroke="{color}" stroke-width="{width}"{dash}/>'
+        )
+        out += [
+            f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>' for cx, cy in (p.split(",") for p in points.split())
+        ]
+    out += _legend([(swatch, label, dashed) for swatch, label, dashed in spec["legend"]], LEFT + PLOT_W, TOP + 10)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _ticks(n: int, x: Scale, bottom: int) -> list[str]:
-    """The x axis' ticks: the baseline, then each of ``n`` runs."""
-    out = []
-    for k in range(n + 1):
-        label = "baseline" if k == 0 else f"run {k}"
-        out.append(f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{bottom}" y2="{bottom + 5}" stroke="#333"/>')
-        out.append(f'<text x="{x(k):.1f}" y="{bottom + 20}" text-anchor="middle">{label}</text>')
-    return out
-
-
-def _series(
-    s: Series, i: int, report: LeakReport, xy: list[tuple[float, float]]
-) -> tuple[list[str], list[tuple[str | None, str, bool]]]:
-    """The ``i``-th series of a leak check's timeline at the points ``xy``: its line (heavier where
-    it leaks; dotted for host RSS beside the host's split and past 8 devices) with a dot at each
-    run, and its legend's entries."""
+def _series(s: Series, i: int, report: LeakReport, xy: list[tuple[float, float]]) -> tuple[list[Any], LegendItems]:
+    """The ``i``-th series of a leak check's timeline at the points ``xy``: its name, color, width
+    (heavier where it leaks), whether dotted (host RSS beside the host's split, and past 8
+    devices) and points (a dot at each run); and its legend's entries."""
     host = s.device == "host"
     color = HOST_COLOR if host else COLORS[i % len(COLORS)]
-    dash = ' stroke-dasharray="2,2"' if (s.every if host else i >= len(COLORS)) else ""
     leaks = s in report.leaking_series
     verdict = "leaks" if leaks else "ok" if report.threshold_for(s) is not None else "not judged"
-    drawn = [
-        f'<polyline class="series" data-name="{_xml(s.name)}" points="{_points(xy)}" fill="none" '
-        f'stroke="{color}" stroke-width="{3 if leaks else 2}"{dash}/>',
-        *(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{color}"/>' for cx, cy in xy),
-    ]
+    drawn = [_clean(s.name), color, 3 if leaks else 2, s.every if host else i >= len(COLORS), _points(xy)]
     said = f"{s.name}: {format_size(s.growth)}/run, {verdict}"
     return drawn, [(color, said, False), (None, f"from {format_size(s.values[0])}", False)]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LIBTPU_INSTALL
 from ..units import format_apart, format_size
 from .budget import buffer_line, precision_lines
-from .markup import dict_of, esc, list_of, size_text, text_table
+from .markup import Block, dict_of, heading, list_of, size_text, table_block
 from .upcast import upcast_record, upcasts_html
 from .words import plural
 
@@ -156,16 +156,17 @@ def row(r: TargetResult) -> dict[str, Any]:
     }
 
 
-def html(check: dict[str, Any], nodeid: str) -> str:
+def html(check: dict[str, Any], nodeid: str) -> list[Block]:
     """A TPU target's part of its test's section on the run's page (telling.html), from its
     record: what each program needs there, and the upcasts."""
     programs = [
         (p.get("program", ""), size_text(p.get("need")), p.get("source") or "", p.get("not_judged") or "")
         for p in map(dict_of, list_of(check.get("programs")))
     ]
-    return (
-        f"<h3>TPU target {esc(check.get('target', ''))}: {esc(check.get('verdict', ''))}, "
-        f"budget {esc(size_text(check.get('budget')))}</h3>"
-        + text_table(("program", "needs", "source", "not judged"), programs, (1,))
-        + upcasts_html(list_of(check.get("upcasts")))
-    )
+    return [
+        heading(
+            f"TPU target {check.get('target', '')}: {check.get('verdict', '')}, budget {size_text(check.get('budget'))}"
+        ),
+        *table_block(("program", "needs", "source", "not judged"), programs, (1,)),
+        *upcasts_html(list_of(check.get("upcasts"))),
+    ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import defaults
 from ..decisions.upcast import COMPILERS_OWN
 from ..units import format_size
-from .markup import dict_of, text_table
+from .markup import Block, dict_of, table_block
 from .words import plural
 
 if TYPE_CHECKING:
@@ -98,9 +98,9 @@ def upcast_record(u: Upcast) -> dict[str, Any]:
     }
 
 
-def upcasts_html(records: list[Any]) -> str:
+def upcasts_html(records: list[Any]) -> list[Block]:
     """A budget's or a target's upcasts on the run's page: the line, the wide value, and what it is and costs."""
-    return text_table(
+    return table_block(
         ("line", "wide value", "what it is, what it costs"),
         [(r.get("line") or "", r.get("shape", ""), r.get("text", "")) for r in map(dict_of, records)],
         title="upcasts (narrow floats the code turned wide)",

@@ -2,11 +2,15 @@
 takes from a report is escaped, the ledger's table lists the largest residues first (and its cut
 keeps those), and its counts name what tests left, not what they made."""
 
-import re
+import os
+import sys
 
 from pytest_tpumem.decisions.entry import Entry, LedgerTests, Report
 from pytest_tpumem.decisions.verdict import Verdict
 from pytest_tpumem.telling.html import LEDGER_ROWS, page
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+import pagedata  # noqa: E402
 
 MB = 10**6
 MARKUP = "<script>alert(1)</script><b>&"
@@ -19,8 +23,7 @@ def _ledger_page(tests, crashed=(), threshold=10 * MB):
 
 def _ledger_rows(html):
     """The test ids of the ledger's table, in the order it lists them."""
-    table = html[html.index('<table id="ledger-tests"') :]
-    return re.findall(r'<tr><td class="id">([^<]*)</td>', table)
+    return [r[0] for r in pagedata.ledger_rows(html)]
 
 
 def test_a_crashed_workers_test_id_and_last_words_are_shown_escaped():
@@ -40,7 +43,7 @@ def test_an_out_of_memory_errors_text_is_shown_escaped():
     html = page(Report({"devices": "cpu"}, {"t.py::test_oom": entry}))
     assert (
         f"<h3>out of memory</h3><pre>RESOURCE_EXHAUSTED: Out of memory while trying to allocate 2.0GB {SHOWN}</pre>"
-        in html
+        in pagedata.section(html, "t.py::test_oom")
     )
     assert "<script>alert" not in html and "<b>" not in html
 

@@ -7,8 +7,8 @@ import xml.dom.minidom
 import pytest
 
 from pytest_tpumem.decisions.leak import LeakReport, Series
-from pytest_tpumem.telling.leak import leak_picture
-from pytest_tpumem.telling.svg import leak_timeline, session_picture
+from pytest_tpumem.telling import leak
+from pytest_tpumem.telling.svg import draw_timeline, leak_timeline, session_picture
 
 MB = 10**6
 
@@ -58,10 +58,13 @@ def test_not_judged_then_judged_then_leaking_and_the_host_under_a_device_among_e
     ]
 
 
-def test_the_page_draws_a_report_s_record_in_the_same_order():
-    from pytest_tpumem.telling.leak import row
+def leak_picture(record, title):
+    """The timeline the page draws of a leak check's record (its block, drawn as page.js does)."""
+    return draw_timeline(next(b[1] for b in leak.html(record, title) if b[0] == "timeline"))
 
-    record = row(_leak(DEVICE, MALLOC, OTHER, RSS, host=False))
+
+def test_the_page_draws_a_report_s_record_in_the_same_order():
+    record = leak.row(_leak(DEVICE, MALLOC, OTHER, RSS, host=False))
     assert _drawn(leak_picture(record, "t")) == ["host malloc", "host other", "host RSS", "cpu:0 live arrays"]
     del record["series"]["host other"]["threshold"]  # a record that does not say: judged
     assert _drawn(leak_picture(record, "t"))[-2:] == ["host other", "cpu:0 live arrays"]
