@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from ..telling.words import plural as _plural
+from ..telling import sharing as said
 from .options import SettingError
 
 FLAG = "--tpumem-tpu-chips"
@@ -87,18 +87,12 @@ def worker_env(worker_index: int, workers: int, chips: int, environ: Mapping[str
     if workers < 1 or not 0 <= worker_index < workers:
         raise ValueError(f"worker {worker_index} of {workers}")
     if chips < 1:
-        raise SettingError(f"{FLAG}: no TPU chip to share; give the number of chips on this host")
+        raise SettingError(said.nothing_to_share(FLAG, "TPU chip", "chips"))
     if workers > chips:
-        raise SettingError(
-            f"{FLAG}: {_plural(workers, 'pytest-xdist worker')} but {_plural(chips, 'TPU chip')} on this host, "
-            f"and workers must not share a chip: run with -n {chips} or fewer"
-        )
+        raise SettingError(said.chips_too_few(FLAG, workers, chips))
     per = chips // workers
     if per not in BOUNDS:
-        raise SettingError(
-            f"{FLAG}: {_plural(chips, 'TPU chip')} over {_plural(workers, 'pytest-xdist worker')} is {per} each, "
-            f"and libtpu takes {_listed(BOUNDS)} chips a process: run with {_suggest(workers, chips)}"
-        )
+        raise SettingError(said.chips_uneven(FLAG, chips, workers, per, BOUNDS, _suggest(workers, chips)))
     first = worker_index * per
     port = PORT_BASE + worker_index
     env = {
@@ -122,8 +116,3 @@ def _suggest(workers: int, chips: int) -> str:
         [f"-n {above[0]} ({chips // above[0]} each)"] if above else []
     )
     return " or ".join(options) or f"{FLAG} off"
-
-
-def _listed(counts: Iterable[int]) -> str:
-    items = [str(c) for c in counts]
-    return ", ".join(items[:-1]) + " or " + items[-1]

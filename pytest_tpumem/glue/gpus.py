@@ -40,8 +40,8 @@ import re
 from collections.abc import Mapping
 
 from ..readings import jaxcompat
+from ..telling import sharing as said
 from ..telling.header import gpus_line
-from ..telling.words import escaped
 from ..units import shown_value
 from .options import SettingError
 
@@ -110,18 +110,13 @@ def _ids(gpus: int, environ: Mapping[str, str]) -> list[str]:
     """The GPUs shared out, as ``CUDA_VISIBLE_DEVICES`` entries."""
     visible = _visible(environ)
     if visible is not None and not visible:
-        raise SettingError(
-            f"{FLAG}: {CHOSEN}={shown_value(environ[CHOSEN])} shows no GPU; set it to the GPUs to share, or unset it"
-        )
+        raise SettingError(said.mask_shows_none(FLAG, CHOSEN, environ[CHOSEN]))
     if gpus < 1:
-        raise SettingError(f"{FLAG}: no GPU to share; give the number of GPUs on this host")
+        raise SettingError(said.nothing_to_share(FLAG, "GPU", "GPUs"))
     if visible is None:
         return [str(g) for g in range(gpus)]
     if gpus > len(visible):
-        raise SettingError(
-            f"{FLAG}={gpus}: {CHOSEN}={shown_value(environ[CHOSEN])} shows {len(visible)}; give at most that many, "
-            "or auto"
-        )
+        raise SettingError(said.mask_too_small(FLAG, gpus, CHOSEN, environ[CHOSEN], len(visible)))
     return visible[:gpus]
 
 
@@ -143,11 +138,8 @@ def _accepted(environ: Mapping[str, str], env: Mapping[str, str]) -> None:
     try:
         jaxcompat.gpu_plugin_options({**environ, **env})
     except ValueError as error:
-        said = ", ".join(f"{n}={shown_value(environ[n])}" for n in MEMORY if _set(environ, n))
-        raise SettingError(
-            f"{FLAG}: jaxlib refuses the GPU settings a worker would start with ({said}): {escaped(str(error))}; "
-            "jax would only log this and run the worker without its GPU"
-        ) from None
+        given = ", ".join(f"{n}={shown_value(environ[n])}" for n in MEMORY if _set(environ, n))
+        raise SettingError(said.jaxlib_refuses(FLAG, given, str(error))) from None
 
 
 def plan_line(workers: int, gpus: int, environ: Mapping[str, str] = os.environ) -> str:

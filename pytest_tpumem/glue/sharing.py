@@ -3,9 +3,10 @@ glue/chips.py) or GPUs (--tpumem-gpus, glue/gpus.py), set before jax starts.
 
 One flow for both: the controller resolves the count, refuses once what every worker would
 refuse, and hands each worker its slot in ``workerinput``; each worker sets its environment in its
-pytest_configure, before any test module can start jax. A choice of devices the user made already
-is refused; without the option, workers that would contend for the host's devices are warned.
-What differs is a table, a ``Share``: ``TPU`` and ``GPUS``. Nothing here imports jax.
+pytest_configure, before any test module can start jax. A choice of TPU chips the user made
+already is refused (a CUDA_VISIBLE_DEVICES is shared out, glue/gpus.py); without the option,
+workers that would contend for the host's devices are warned. What differs is a table, a
+``Share``: ``TPU`` and ``GPUS``; what they say is in telling/sharing.py. Nothing here imports jax.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..readings import jaxcompat
+from ..telling import sharing as said
 from ..telling.words import plural
 from . import chips, gpus
 from .options import SettingError, Settings
@@ -94,7 +96,7 @@ class Share:
             match = re.fullmatch(r"gw(\d+)", worker)
             slot = None if match is None else int(match.group(1))
         if workers < 1 or slot is None:
-            raise SettingError(f"{self.flag}: cannot tell which {self.noun} pytest-xdist worker {worker!r} gets")
+            raise SettingError(said.worker_unknown(self.flag, self.noun, worker))
         if not 0 <= slot < workers:
             raise SettingError(self._say(self.stray, worker=worker, workers=plural(workers, "worker")))
         count = workerinput.get(self.count_key) or self._resolve(value)
@@ -123,19 +125,12 @@ class Share:
 
     def _not_started(self, where: str) -> None:
         if jaxcompat.backends_started():
-            raise SettingError(
-                f"{self.flag}: jax's backend was started {where} (a conftest or plugin called jax.devices() or ran "
-                "a computation at import or configure time); start it inside the tests, or leave out the option"
-            )
+            raise SettingError(said.started_too_soon(self.flag, where))
 
     def _not_chosen_already(self, environ: Mapping[str, str]) -> None:
         for name in self.chosen:
             if environ.get(name):
-                raise SettingError(
-                    f"{self.flag}: {name}={environ[name]} is set already, and pytest-tpumem does not override a "
-                    f"choice of {self.noun}: unset {name} to give each worker {self.noun} of its own, or leave out "
-                    "the option"
-                )
+                raise SettingError(said.chosen_already(self.flag, name, environ[name], self.noun))
 
 
 TPU = Share(
@@ -149,15 +144,9 @@ TPU = Share(
     chosen_elsewhere=("JAX_ENABLE_TPU_XDIST",),  # JAX's own conftest gives each worker a chip
     count=lambda root, environ: chips.host_chips(root),  # a choice of chips is refused, not shared
     worker_env=chips.worker_env,
-    none_found=(
-        "{flag}=auto: no TPU chip on this host (no /dev/accel<N>, no /dev/vfio/<N>); give the number, "
-        "e.g. {flag}=4, or leave out the option off a TPU host"
-    ),
-    stray="{flag}: pytest-xdist worker {worker} is not one of the first {workers}, whose chips pytest-tpumem shares out",
-    warning=(
-        "pytest-tpumem: {workers} on a TPU host with {devices}, and nothing gives each worker chips of its own: "
-        "libtpu lets one process hold a chip, so the others will fail to start their backend; pass {flag} auto"
-    ),
+    none_found=said.TPU_NONE_FOUND,
+    stray=said.TPU_STRAY,
+    warning=said.TPU_WARNING,
 )
 
 GPUS = Share(
@@ -171,17 +160,9 @@ GPUS = Share(
     chosen_elsewhere=(*gpus.MEMORY, "JAX_ENABLE_CUDA_XDIST"),  # JAX's own conftest gives each worker a GPU
     count=gpus.host_gpus,
     worker_env=gpus.worker_env,
-    none_found=(
-        "{flag}=auto: no NVIDIA GPU to share (no /dev/nvidia<N>, or a CUDA_VISIBLE_DEVICES that shows none); "
-        "give the number, e.g. {flag}=2, "
-        "or leave out the option off a GPU host"
-    ),
-    stray="{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets",
-    warning=(
-        "pytest-tpumem: {workers} on a host with {devices}, and nothing gives each worker GPUs or memory of its "
-        "own: each JAX process takes 75% of its GPU when its backend starts, so the others run out of memory; "
-        "pass {flag} auto"
-    ),
+    none_found=said.GPU_NONE_FOUND,
+    stray=said.GPU_STRAY,
+    warning=said.GPU_WARNING,
     line=gpus.plan_line,
 )
 
