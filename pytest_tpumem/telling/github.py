@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..decisions.ledger import host_named, named
 from ..decisions.marks import device_marks, host_mark
 from ..units import format_size
 from .comparison import change_line
+from .ledger import line_of_record
 from .words import escaped, plural
 
 if TYPE_CHECKING:
@@ -119,29 +121,30 @@ def _regressions(comparison: Comparison | None, baseline: str) -> list[str]:
     return out + _more(len(regressions))
 
 
+def _most_first(rows: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(bytes, test id) rows, the most bytes first, then by test id."""
+    return sorted(rows, key=lambda row: (-row[0], row[1]))
+
+
 def _ledger(report: Report) -> list[str]:
+    """The suite ledger's named tests, by the rules its summary and the page name them by
+    (decisions.ledger ``named``: what a test left, less what only its failure's traceback holds;
+    ``host_named``), the most first."""
     ledger = report.ledger
     if ledger is None:
         return []
-    left = sorted(
-        ((line.get("residue", 0), nodeid) for nodeid, line in ledger.tests.items()),
-        key=lambda r: (-r[0], r[1]),
-    )
-    left = [(n, nodeid) for n, nodeid in left if ledger.threshold and n >= ledger.threshold]
-    grew = sorted(
-        ((g, nodeid) for nodeid in ledger.tests if (g := ledger.host_grew(nodeid)) is not None),
-        key=lambda r: (-r[0], r[1]),
-    )
-    grew = [(n, nodeid) for n, nodeid in grew if ledger.host_threshold and n >= ledger.host_threshold]
+    lines = [line_of_record(nodeid, record) for nodeid, record in ledger.tests.items()]
+    left = _most_first((line.left, line.test) for line in lines if named(line, ledger.threshold))
+    grew = _most_first((line.grew or 0, line.test) for line in lines if host_named(line, ledger.host_threshold))
     out = []
-    for title, named in (
+    for title, tests in (
         (f"left {format_size(ledger.threshold)} or more of the arrays they made alive", left),
         (f"grew the process's host memory by {format_size(ledger.host_threshold)} or more", grew),
     ):
-        if named:
-            out += ["", f"**Suite ledger: {plural(len(named), 'test')} {title}**", ""]
-            out += [f"- {format_size(n)} {code(nodeid)}" for n, nodeid in named[:LISTED]]
-            out += _more(len(named))
+        if tests:
+            out += ["", f"**Suite ledger: {plural(len(tests), 'test')} {title}**", ""]
+            out += [f"- {format_size(n)} {code(nodeid)}" for n, nodeid in tests[:LISTED]]
+            out += _more(len(tests))
     for crash in ledger.crashed:
         out += [
             "",

@@ -80,6 +80,27 @@ def test_the_summary_line_by_line():
     ]
 
 
+def test_the_ledgers_tests_are_named_by_the_ledgers_own_rules():
+    """What only a failed test's traceback holds is not named (decisions.ledger.named, as the terminal
+    and the page say), nor the host growth of the test jax's backend started in (host_named)."""
+    made = [{"site": "t.py:3 in test_x", "bytes": 16 * MB, "arrays": 1, "shape": "f32[4000000]"}]
+    ledger = LedgerTests(
+        threshold=10 * MB,
+        host_threshold=100 * MB,
+        tests={
+            "t.py::traceback_only": {"outcome": "failed", "residue": 16 * MB, "made": made, "traceback": 16 * MB},
+            "t.py::kept": {"outcome": "failed", "residue": 16 * MB, "made": made, "traceback": 4 * MB},
+            "t.py::started": {"residue": 0, "host": {"grew": 300 * MB, "backend_started": True}},
+            "t.py::grew": {"residue": 0, "host": {"grew": 200 * MB}},
+        },
+    )
+    lines = github.summary(run({}, ledger)).splitlines()
+    i = lines.index("**Suite ledger: 1 test left 10.0MB or more of the arrays they made alive**")
+    assert lines[i + 2 : i + 4] == ["- 12.0MB `t.py::kept`", ""]
+    j = lines.index("**Suite ledger: 1 test grew the process's host memory by 100.0MB or more**")
+    assert lines[j + 2 :] == ["- 200.0MB `t.py::grew`", ""]
+
+
 def test_lists_are_capped_and_the_cap_is_said():
     tests = {f"t.py::t{i:02}": failing("leak", f"grew {i}") for i in range(13)}
     lines = github.summary(run(tests), annotated=10).splitlines()
