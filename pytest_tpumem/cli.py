@@ -68,6 +68,14 @@ def _not_an_input(output: str, inputs: Sequence[str], what: str) -> None:
         raise reports.ReportError(f"{output}: {why}")
 
 
+def _write(output: str, data: bytes) -> None:
+    """An output written whole (telling.files.write_atomic); ReportError naming it where it cannot be."""
+    try:
+        write_atomic(output, data)
+    except OSError as e:
+        raise reports.ReportError(f"{output}: cannot be written: {e.strerror or e}") from None
+
+
 def _read_merged(paths: Sequence[str]) -> tuple[list[tuple[str, Report]], Report]:
     """The reports read, and them as one (merged as ``merge`` does where there are several)."""
     read = [(path, reports.read(path)) for path in paths]
@@ -78,10 +86,7 @@ def merge(args: argparse.Namespace) -> int:
     """The reports of several processes or hosts as one file, written whole."""
     _not_an_input(args.output, args.reports, "to merge")
     merged = reports.merge_reports([(path, reports.read(path)) for path in args.reports])
-    try:
-        reports.write(merged, args.output)
-    except OSError as e:
-        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    _write(args.output, reports.dumps(merged))
     n = merged.context.get("merged_from", len(args.reports))
     print(merged_written(args.output, merged.measured, n))
     return 0
@@ -98,10 +103,7 @@ def html(args: argparse.Namespace) -> int:
     if args.baseline:
         comparison = compare(reports.read(args.baseline), report, tolerances)
     text = page(report, comparison, os.path.basename(args.baseline or ""), [p for p, _ in read])
-    try:
-        write_atomic(args.output, text.encode())
-    except OSError as e:
-        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    _write(args.output, text.encode())
     print(
         f"wrote {args.output}: {report.measured} measured tests from {len(read)} report{'s' if len(read) > 1 else ''}"
     )
@@ -113,7 +115,7 @@ def html(args: argparse.Namespace) -> int:
 
 def benchmark(args: argparse.Namespace) -> int:
     """github-action-benchmark's customSmallerIsBetter JSON of one or more reports (merged as
-    ``merge`` does): each measured test's peak and growth, the run's high-water marks."""
+    ``merge`` does): each measured test's peak and device growth, the run's high-water marks."""
     _not_an_input(args.output, args.reports, "it reads")
     _, report = _read_merged(args.reports)
     found = benchmarks.entries(report)
@@ -122,10 +124,7 @@ def benchmark(args: argparse.Namespace) -> int:
             f"{', '.join(args.reports)}: no measured test and no high-water mark to chart; nothing written "
             "(github-action-benchmark refuses an empty list)"
         )
-    try:
-        write_atomic(args.output, benchmarks.dumps(found))
-    except OSError as e:
-        raise reports.ReportError(f"{args.output}: cannot be written: {e.strerror or e}") from None
+    _write(args.output, benchmarks.dumps(found))
     print(f"wrote {args.output}: {len(found)} figures from {report.measured} measured tests (MB, smaller is better)")
     return 0
 
