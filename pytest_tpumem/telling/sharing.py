@@ -25,7 +25,8 @@ GPU_NONE_FOUND = (
     "{flag}=auto: no NVIDIA GPU to share (no /dev/nvidia<N>, or a CUDA_VISIBLE_DEVICES that shows none); "
     "give the number, e.g. {flag}=2, or leave out the option off a GPU host"
 )
-GPU_STRAY = "{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets"
+WORKER_UNKNOWN = "{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets"
+GPU_STRAY = WORKER_UNKNOWN  # a GPU worker past the ones shared out cannot be told its GPUs either
 GPU_WARNING = (
     "pytest-tpumem: {workers} on a host with {devices}, and nothing gives each worker GPUs or memory of its "
     "own: each JAX process takes 75% of its GPU when its backend starts, so the others run out of memory; "
@@ -41,15 +42,16 @@ def started_too_soon(flag: str, where: str) -> str:
 
 
 def chosen_already(flag: str, name: str, value: str, noun: str) -> str:
+    """``value``: the environment's, escaped (a control character in it never reaches the terminal)."""
     return (
-        f"{flag}: {name}={value} is set already, and pytest-tpumem does not override a "
+        f"{flag}: {name}={escaped(value)} is set already, and pytest-tpumem does not override a "
         f"choice of {noun}: unset {name} to give each worker {noun} of its own, or leave out "
         "the option"
     )
 
 
 def worker_unknown(flag: str, noun: str, worker: str) -> str:
-    return f"{flag}: cannot tell which {noun} pytest-xdist worker {worker!r} gets"
+    return WORKER_UNKNOWN.format(flag=flag, noun=noun, worker=worker)
 
 
 def nothing_to_share(flag: str, unit: str, units: str) -> str:

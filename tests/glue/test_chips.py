@@ -192,6 +192,14 @@ def test_the_users_own_choice_of_chips_is_not_overridden(clean_env, name):
     assert os.environ[name] == "0"
 
 
+def test_a_control_character_in_the_users_choice_is_said_escaped(clean_env):
+    clean_env.setenv("TPU_VISIBLE_CHIPS", "\x1b[2J0")
+    with pytest.raises(SettingError) as raised:
+        sharing.TPU.apply(worker(), Settings(enabled=True, tpu_chips=4))
+    assert "TPU_VISIBLE_CHIPS=\\x1b[2J0 is set already" in str(raised.value)
+    assert "\x1b" not in str(raised.value)
+
+
 def test_auto_without_a_chip_says_to_give_the_number(clean_env):
     clean_env.setattr(sharing, "TPU", dataclasses.replace(sharing.TPU, count=lambda root, environ: 0))
     with pytest.raises(SettingError, match=r"--tpumem-tpu-chips=auto: no TPU chip on this host .*--tpumem-tpu-chips=4"):
