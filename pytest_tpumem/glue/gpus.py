@@ -138,20 +138,23 @@ def _accepted(environ: Mapping[str, str], env: Mapping[str, str]) -> None:
     try:
         jaxcompat.gpu_plugin_options({**environ, **env})
     except ValueError as error:
-        given = ", ".join(f"{n}={shown_value(environ[n])}" for n in MEMORY if _set(environ, n))
-        raise SettingError(said.jaxlib_refuses(FLAG, given, str(error))) from None
+        raise SettingError(said.jaxlib_refuses(FLAG, ", ".join(_given(environ)), str(error))) from None
+
+
+def _given(environ: Mapping[str, str]) -> list[str]:
+    """The memory variables the user set, as "NAME='value'"."""
+    return [f"{name}={shown_value(environ[name])}" for name in MEMORY if _set(environ, name)]
 
 
 def plan_line(workers: int, gpus: int, environ: Mapping[str, str] = os.environ) -> str:
     """The header's line (telling.header.gpus_line): what each worker gets, and what the user set
     that is kept."""
-    kept = [f"{name}={shown_value(environ[name])}" for name in MEMORY if _set(environ, name)]
     mask = environ.get(CHOSEN)
     return gpus_line(
         workers,
         gpus,
         JAX_DEFAULT_FRACTION,
-        kept,
+        _given(environ),
         fraction_name=fraction_name(),
         visible=None if mask is None else shown_value(mask),
     )
