@@ -75,15 +75,6 @@ def _read_baseline(path: str | None, missing: str = "error") -> Report | None:
         raise pytest.UsageError(f"pytest-tpumem: --tpumem-compare {e}") from None
 
 
-def _shown_path(path: str, base: str) -> str:
-    """``path`` from ``base`` where it lies inside, else as it is."""
-    try:
-        inside = os.path.commonpath([base, path]) == base
-    except ValueError:
-        inside = False
-    return os.path.relpath(path, base) if inside else path
-
-
 def _cut_short(session: pytest.Session) -> str:
     """Why the run measured only part of what it was asked to ("" where it ran whole): a baseline
     is then not saved over the last one."""
@@ -238,15 +229,17 @@ class Reporter:
         printed with the summary), and the job summary appended to its file (telling.github)."""
         report = self.report()
         if self.settings.annotations == "auto" and os.environ.get("GITHUB_ACTIONS") == "true":
-            failed = sorted((nodeid, e) for nodeid, e in report.tests.items() if e.failed)
-            self.annotations = github.annotation_lines(failed, self.locations, os.environ.get("GITHUB_WORKSPACE"))
+            workspace = os.environ.get("GITHUB_WORKSPACE")
+            self.annotations = github.annotation_lines(github.failed_tests(report), self.locations, workspace)
         ours = self.settings.summary_path
         given = os.environ.get("GITHUB_STEP_SUMMARY") or None
         path = given if ours is None else None if ours == "off" else ours
         if path is None:
             return
         baseline = os.path.basename(self.settings.compare_path or "")
-        page = None if self.page is None else _shown_path(self.page, os.environ.get("GITHUB_WORKSPACE") or os.getcwd())
+        page = (
+            None if self.page is None else github.within(self.page, os.environ.get("GITHUB_WORKSPACE") or os.getcwd())
+        )
         text = github.summary(report, self.comparison(), baseline, page, len(self.annotations))
         try:
             append_text(path, text, checked=path != given)

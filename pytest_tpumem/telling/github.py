@@ -55,6 +55,21 @@ def code(value: str) -> str:
     return f"{fence}{pad}{value}{pad}{fence}"
 
 
+def failed_tests(report: Report) -> list[tuple[str, Entry]]:
+    """The tests that failed a memory check, by test id: the summary lists, and annotates, these."""
+    return sorted((nodeid, e) for nodeid, e in report.tests.items() if e.failed)
+
+
+def within(path: str, base: str | None) -> str:
+    """``path`` from ``base`` where it lies inside (a file as GitHub names it from the workspace),
+    else as it is."""
+    try:
+        inside = base is not None and os.path.commonpath([base, path]) == base
+    except ValueError:  # one absolute and one relative, or two drives
+        inside = False
+    return os.path.relpath(path, base) if inside and base is not None else path
+
+
 def reason(entry: Entry) -> str:
     """A failed test's one-line reason: the first line of its failure text that the plugin wrote
     ("max_hbm: peak 4.0MB on cpu:0 is over the budget ..."), else its verdict."""
@@ -75,7 +90,7 @@ def summary(
     """The job summary of a run, Markdown, ending with a blank line (summaries of several steps or
     processes follow one another)."""
     tests = report.tests
-    failed = sorted((nodeid, e) for nodeid, e in tests.items() if e.failed)
+    failed = failed_tests(report)
     process = ""
     if int(report.context.get("process_count") or 1) > 1:
         process = f" (process {report.context.get('process_index')} of {report.context.get('process_count')})"
@@ -183,9 +198,7 @@ def annotation_lines(
         where = ""
         if nodeid in locations:
             path, line = locations[nodeid]
-            if workspace and os.path.commonpath([workspace, path]) == workspace:
-                path = os.path.relpath(path, workspace)
-            where = f"file={_property(path)}" + (f",line={line}" if line else "") + ","
+            where = f"file={_property(within(path, workspace))}" + (f",line={line}" if line else "") + ","
         title = _property(f"pytest-tpumem: {entry.verdict.value}")
         out.append(f"::error {where}title={title}::{_data(f'{nodeid}: {reason(entry)}')}")
     return out

@@ -152,3 +152,14 @@ def test_annotations_are_workflow_commands_escaped_as_the_toolkit_does(tmp_path)
 def test_at_most_ten_annotations():
     failed = [(f"t.py::t{i}", failing("leak", "grew")) for i in range(12)]
     assert len(github.annotation_lines(failed, {}, None)) == github.ANNOTATIONS == 10
+
+
+def test_a_workspace_that_cannot_hold_the_file_leaves_its_path_as_it_is():
+    """A relative $GITHUB_WORKSPACE beside an absolute path (os.path.commonpath raises there) or
+    another folder: the file's path as it is, never an error."""
+    failed = [("t.py::a", failing("leak", "grew"))]
+    for workspace in ("relative/ws", "/elsewhere"):
+        assert github.annotation_lines(failed, {"t.py::a": ("/src/t.py", 3)}, workspace) == [
+            "::error file=/src/t.py,line=3,title=pytest-tpumem%3A leak::t.py::a: grew"
+        ]
+    assert github.within("/src/tests/t.py", "/src") == "tests/t.py"
