@@ -205,7 +205,10 @@ def test_a_program_left_running_is_waited_for():
 def test_work_left_in_flight_is_not_a_host_leak():
     """Planted clean twin of the bundled decode example's false host leak: each run returns while a
     program it dispatched still runs and holds buffers it dropped, one 40 MB buffer more each run.
-    Read at that moment, host RSS grows by 40 MB an iteration; read once the work is done, by none."""
+    Read at that moment, host RSS grows by 40 MB an iteration; read once the work is done, by none.
+    The host series judged are the ones asserted: where host malloc and host other split RSS, RSS is
+    shown only, since it also moves with freed memory malloc keeps for later (readings.host.malloc_figures;
+    on a loaded runner a thread's arena kept 5+ MB of it for an iteration)."""
     slow = jax.jit(
         lambda bigs, x: jax.lax.fori_loop(0, 60, lambda i, a: jnp.tanh(a @ a), x)[0, 0] + sum(b[-1] for b in bigs)
     )
@@ -217,8 +220,9 @@ def test_work_left_in_flight_is_not_a_host_leak():
         slow([jnp.ones((10_000_000,)) for _ in range(len(runs))], x)  # 40 MB each, dropped at once
 
     report = check_leaks(body, iterations=3, threshold="10MB")
-    (rss,) = [s for s in report.series if s.name == "host RSS"]
-    assert not report.leaking and all(abs(d) < 5 * MB for d in rss.deltas), message(report)
+    judged = [s for s in report.series if s.device == "host" and not s.shown_only]
+    assert judged and not report.leaking, message(report)
+    assert all(abs(d) < 5 * MB for s in judged for d in s.deltas), [(s.name, s.deltas) for s in judged]
 
 
 ONLY_THE_SAMPLER = """
