@@ -203,12 +203,13 @@ def test_a_program_left_running_is_waited_for():
 
 
 def test_work_left_in_flight_is_not_a_host_leak():
-    """Planted clean twin of the bundled decode example's false host leak: each run returns while a
-    program it dispatched still runs and holds buffers it dropped, one 40 MB buffer more each run.
-    Read at that moment, host RSS grows by 40 MB an iteration; read once the work is done, by none.
-    The host series judged are the ones asserted: where host malloc and host other split RSS, RSS is
-    shown only, since it also moves with freed memory malloc keeps for later (readings.host.malloc_figures;
-    on a loaded runner a thread's arena kept 5+ MB of it for an iteration)."""
+    """Clean twin of the bundled decode example's false host leak: each run returns while a program
+    it dispatched still runs and holds buffers it dropped, one 40 MB buffer more each run. The
+    verdict, and the growth each judged host series is given, stay under 5 MB an iteration.
+    Asserted as the rule reads them (decisions.leak.Series.growth: a lower median, no more than the
+    mean), not delta by delta: on a loaded runner one iteration's host other rose by 91 MB and
+    stayed there for the rest, and host RSS, shown only, moves with freed memory malloc keeps. That a reading waits for the program to end is
+    pinned by test_a_program_left_running_is_waited_for."""
     slow = jax.jit(
         lambda bigs, x: jax.lax.fori_loop(0, 60, lambda i, a: jnp.tanh(a @ a), x)[0, 0] + sum(b[-1] for b in bigs)
     )
@@ -222,7 +223,7 @@ def test_work_left_in_flight_is_not_a_host_leak():
     report = check_leaks(body, iterations=3, threshold="10MB")
     judged = [s for s in report.series if s.device == "host" and not s.shown_only]
     assert judged and not report.leaking, message(report)
-    assert all(abs(d) < 5 * MB for s in judged for d in s.deltas), [(s.name, s.deltas) for s in judged]
+    assert all(s.growth < 5 * MB for s in judged), [(s.name, s.deltas) for s in judged]
 
 
 ONLY_THE_SAMPLER = """
