@@ -144,6 +144,7 @@ def test_platform_allocator_live_arrays_stand_in_and_the_header_says_so(fake):
             "tpumem: sources: live arrays, no memory_stats, *; live arrays stand in for device memory",
         ]
     )
+    assert "CPU backend" not in result.stdout.str()  # a GPU under the platform allocator is no CPU
 
 
 @pytest.mark.parametrize("preallocate", [True, False])

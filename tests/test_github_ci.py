@@ -43,8 +43,8 @@ SUMMARY = [
     "- `test_planted.py::test_leaks`: leak_check: cpu:0 live arrays grew 4.0MB/iteration over 3 iterations "
     "(threshold 1.0MB/iteration)",
     "- `test_planted.py::test_over`: max_hbm: peak 4.0MB on cpu:0 is over the budget of 1.0MB (max_hbm('1MB')), "
-    "judged by *; live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from "
-    "the memory analysis of each program the test runs)",  # the witness: a name, not a figure
+    "judged by *; live arrays stand in for device memory (the backend reports no allocator figures: XLA's "
+    "temporaries are counted from the memory analysis of each program the test runs)",  # the witness: a name, not a figure
     "",
     "Annotated on the tests' lines.",
     "",
@@ -55,7 +55,7 @@ SUMMARY = [
     "**High-water marks**",
     "",
     "- cpu:0: peak 4.0MB in `test_planted.py::test_leaks`",
-    "- (live arrays stood in for device memory: the CPU backend's figure, not a chip's)",
+    "- (live arrays stood in for device memory: the backend reports no allocator figures)",
     None,  # host RSS: the runner's, which differs from run to run (checked by pattern below)
     "",
     "The run's page (HTML, opens offline): `report.html`",
@@ -66,8 +66,8 @@ ANNOTATIONS = [  # at the line of the test's first decorator, its marker (pytest
     "cpu:0 live arrays grew 4.0MB/iteration over 3 iterations (threshold 1.0MB/iteration)",
     "::error file=test_planted.py,line=4,title=pytest-tpumem%3A over budget::test_planted.py::test_over: max_hbm: "
     "peak 4.0MB on cpu:0 is over the budget of 1.0MB (max_hbm('1MB')), judged by *; live arrays stand in "
-    "for device memory (CPU backend: XLA's temporaries are counted from the memory analysis of each program the "
-    "test runs)",
+    "for device memory (the backend reports no allocator figures: XLA's temporaries are counted from the memory "
+    "analysis of each program the test runs)",
 ]
 
 

@@ -83,7 +83,7 @@ def message(result: BudgetResult, verbosity: int = 0) -> str:
     devices = list(result.peak.devices.values()) if verbosity > 0 else shown(over, verbosity)
     lines += ["  " + peak_line(d, result.peak.whole_device) for d in devices]
     lines += ["  " + left_line(b) for b in shown(result.peak.left_behind, verbosity)]
-    lines += precision_lines(result.upcasts, result.precision, worst.stand_in, verbosity, result.peak)
+    lines += precision_lines(result.upcasts, result.precision, verbosity, peak=result.peak)
     if result.buffers and (verbosity >= 0 or not result.upcasts):
         lines.append(
             "  largest arrays the programs this test ran make (per device; XLA may reuse a temporary's memory):"
@@ -108,15 +108,15 @@ def left_line(b: LeftBehind) -> str:
 
 
 def precision_lines(
-    upcasts: tuple[Any, ...], precision: Any, cpu: bool, verbosity: int = 0, peak: PeakReport | None = None
+    upcasts: tuple[Any, ...], precision: Any, verbosity: int = 0, peak: PeakReport | None = None
 ) -> list[str]:
     """The upcasts the code asked for, then the float32 temporaries the run's compiler made on its
-    own (on a CPU: what its figure overstates of a chip's), no more than its programs' temporaries."""
+    own (on the CPU backend: what its figure overstates of a chip's), no more than its programs' temporaries."""
     lines = [HEAD] + ["    " + upcast_line(u) for u in shown(upcasts, verbosity)] if upcasts else []
     if precision is None or not precision.run or peak is None:
         return lines
     temps = max((p.temps for p in peak.programs), default=0)
-    own = compilers_own_line(precision, precision.run, cpu, temps)
+    own = compilers_own_line(precision, precision.run, temps)
     return lines + ([own] if own else [])
 
 
@@ -131,7 +131,7 @@ def section(result: BudgetResult) -> str:
     )
     if over:
         said += f" (here {format_size(over[0].peak)} on {over[0].device}, over {format_size(result.budget.limit)})"
-        own = precision_lines((), result.precision, over[0].stand_in, peak=result.peak)
+        own = precision_lines((), result.precision, peak=result.peak)
         said += "".join("\n" + line.strip() for line in own)
         if result.buffers:
             said += "\nlargest arrays the programs this test ran make here (per device; XLA may reuse a temporary's memory):"

@@ -171,7 +171,7 @@ def _ledger(report: Report) -> list[str]:
 def _marks(report: Report) -> list[str]:
     marks = [f"- {text(m.where)}: peak {format_size(m.bytes)} in {code(m.nodeid)}" for m in device_marks(report)]
     if marks and report.context.get("stand_in"):
-        marks.append("- (live arrays stood in for device memory: the CPU backend's figure, not a chip's)")
+        marks.append("- (live arrays stood in for device memory: the backend reports no allocator figures)")
     host = host_mark(report)
     if host is not None:
         when = "after" if host.after else "in"

@@ -293,7 +293,7 @@ def _remedy(session: Session) -> list[str]:
             f"({source})"
         )
     if session.remedy.startswith("device:") and not session.bytes_limit:
-        out.append(f"  {remedy} never cleared: no device here reports a bytes_limit (the CPU backend reports none)")
+        out.append(f"  {remedy} never cleared: no device here reports a bytes_limit in memory_stats()")
     return out
 
 

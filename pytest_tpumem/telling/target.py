@@ -77,7 +77,7 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
     estimates = [j.estimate for j in over if j.estimate is not None]  # every one over was compiled
     if estimates and r.check == "hbm_estimate":
         lines.append(f"hbm_estimate: over the budget of {format_size(r.limit)}: {estimate_text(estimates[0])}")
-        lines += precision_lines(r.upcasts, None, False, verbosity)
+        lines += precision_lines(r.upcasts, None, verbosity)
     elif estimates:
         worst = over[0]
         if estimates[0].refused:
@@ -88,7 +88,7 @@ def message(r: TargetResult, verbosity: int = 0) -> str:
                 f"max_hbm: {worst.program} needs {need} per device compiled for {topo}, over the budget of {limit} ({r.spelled})"
             )
         lines += ["  " + judgement_line(j, buffers=True) for j in over]
-        lines += precision_lines(r.upcasts, None, False, verbosity)
+        lines += precision_lines(r.upcasts, None, verbosity)
     unjudged = r.unjudged
     if unjudged or r.errors:
         n = len(unjudged) + len(r.errors)

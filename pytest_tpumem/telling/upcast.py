@@ -57,11 +57,11 @@ def upcast_line(u: Upcast) -> str:
     return f"{what(u)}: {costs}" if costs else what(u)
 
 
-def compilers_own_line(report: PrecisionReport, where: str, cpu: bool, temps: int) -> str:
+def compilers_own_line(report: PrecisionReport, where: str, temps: int) -> str:
     """Where a compiler made float32 temporaries for operations the program keeps narrow: up to how
     much of ``where``'s figure they are (no more than ``temps``, the most temporary memory a program
-    of the test needs: XLA may reuse one temporary's memory for another), and what that means; ""
-    where that is under defaults.UPCAST_MIN."""
+    of the test needs: XLA may reuse one temporary's memory for another), and what that means (on
+    the CPU backend, a figure over the chip's); "" where that is under defaults.UPCAST_MIN."""
     own = [b for b in report.of_kind(where, COMPILERS_OWN) if b.kind == "temporary"]
     total = min(sum(b.size for b in own), temps)
     if total < defaults.UPCAST_MIN:
@@ -72,7 +72,7 @@ def compilers_own_line(report: PrecisionReport, where: str, cpu: bool, temps: in
         f"  up to {format_size(total)} of the figure on {where} is float32 temporaries its compiler made for "
         f"operations the program keeps narrow (the largest {largest.shape} from {at})"
     )
-    if cpu:
+    if where == "cpu":
         line += (
             ": XLA's CPU backend computes bf16 and f16 through float32 temporaries that a TPU or GPU does not make, "
             "so this CPU figure overstates the chip's; judge the chip's own figure with max_hbm(..., target=\"v5e\") "

@@ -12,8 +12,8 @@ from typing import Any
 from ..readings.frames import short_path
 
 STAND_IN_NOTE = (
-    "live arrays stand in for device memory (CPU backend: XLA's temporaries are counted from the memory "
-    "analysis of each program the test runs)"
+    "live arrays stand in for device memory (the backend reports no allocator figures: XLA's temporaries are "
+    "counted from the memory analysis of each program the test runs)"
 )
 
 

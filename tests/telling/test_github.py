@@ -72,7 +72,7 @@ def test_the_summary_line_by_line():
         "**High-water marks**",
         "",
         "- cpu:0: peak 3.0MB in `t.py::ok`",
-        "- (live arrays stood in for device memory: the CPU backend's figure, not a chip's)",
+        "- (live arrays stood in for device memory: the backend reports no allocator figures)",
         "- host RSS, the runner's process: 300.0MB after `t.py::leak`",
         "",
         "The run's page (HTML, opens offline): `out/r.html`",

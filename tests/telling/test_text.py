@@ -501,3 +501,17 @@ def test_a_series_below_zero_is_shown_from_its_baseline_never_as_a_negative_size
     assert "-893" not in line
     assert series_line(Series("host other", "host", (0, 1_500_000))).startswith("host other: 0B -> 1.5MB (+1.5MB)")
     assert series_line(Series("host other", "host", (1, -1))).startswith("host other (from its baseline")
+
+
+def test_the_compilers_own_float32_is_called_a_cpu_overstatement_on_the_cpu_backend_alone():
+    """A backend's own float32 temporaries for bf16 work are the CPU backend's habit to name; a GPU
+    judged on live arrays (XLA_PYTHON_CLIENT_ALLOCATOR=platform) is a stand-in too but no CPU."""
+    from pytest_tpumem.decisions.upcast import COMPILERS_OWN, PrecisionReport
+    from pytest_tpumem.telling.upcast import compilers_own_line
+
+    temp = Buffer(40 * MB, "f32[10000000]", "temporary", "convert.1", "jit(f)/dot_general", "t.py:3 (f)")
+    for where in ("cpu", "gpu"):
+        report = PrecisionReport((), {where: {COMPILERS_OWN: (temp,)}}, run=where)
+        line = compilers_own_line(report, where, temps=100 * MB)
+        assert line.startswith(f"  up to 40.0MB of the figure on {where} is float32 temporaries its compiler made")
+        assert ("XLA's CPU backend computes bf16" in line) == (where == "cpu"), line
