@@ -158,8 +158,8 @@ class _Regions:
         self.flat = _flat(precisions)
         self.roots = [_root(self.flat, i) for i in range(len(self.flat))]
         self.exact, self.sized = _keyed(self.flat)
-        self.wide = {k for p in precisions for k in p.wide_lines if k[0]}
-        self.wide_sized = {(line, n) for line, _, n in self.wide}
+        # a wide value of the program by line and count: another operation of its line with its count may hold it
+        self.wide_sized = {(line, n) for p in precisions for line, _, n in p.wide_lines if line}
         lines = {k[0] for p in precisions for k in (*p.narrow_lines, *p.wide_lines) if k[0]}
         self.known = lines | {line for line, _ in self.sized}
         self.narrow = any(p.narrow for p in precisions)
@@ -170,7 +170,7 @@ class _Regions:
         # a shape that does not parse (n < 0) matches no count, not even one that could not be read
         takers = (self.exact.get((line, prim, n)) or self.sized.get((line, n))) if b.op and line and n >= 0 else None
         if not takers:
-            return self._kind(b.op, line, prim, n), -1
+            return self._kind(b.op, line, n), -1
         best = min(takers, key=lambda i: (not named(self.flat[i]), i))
         return self._charged(best), self.roots[best]
 
@@ -183,9 +183,9 @@ class _Regions:
             return WIDE_INPUTS  # the gradient of a float32 value: float32 whatever the code asked
         return ACCUMULATOR
 
-    def _kind(self, op: str, line: str, prim: str, n: int) -> str:
+    def _kind(self, op: str, line: str, n: int) -> str:
         """The kind of an array in no widening's region."""
-        if n >= 0 and ((line, prim, n) in self.wide or (line, n) in self.wide_sized):
+        if n >= 0 and (line, n) in self.wide_sized:
             return WIDE_INPUTS
         if self.narrow and (not op or line in self.known):
             return COMPILERS_OWN  # no wide value of its size at its line in the program: the compiler's

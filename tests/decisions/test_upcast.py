@@ -272,3 +272,17 @@ def test_an_array_of_no_elements_is_a_known_count_and_matched_as_any_other():
     w = widening(region=(("m.py:5", "convert_element_type", 0),))
     empty = buf(shape="f32[0,128]", size=0)
     assert classify([precision(w, narrow=())], {"cpu": (empty,)}).kinds["cpu"] == {UPCAST: (empty,)}
+
+
+def test_an_array_of_no_elements_is_a_wide_input_where_a_wide_value_of_no_elements_is():
+    wide = precision(wide=(("m.py:5", "convert_element_type", 0),), narrow=())
+    empty = buf(shape="f32[0,128]", size=0)
+    assert classify([wide], {"cpu": (empty,)}).kinds["cpu"] == {WIDE_INPUTS: (empty,)}
+
+
+def test_an_array_in_no_region_is_charged_to_no_widening_of_several():
+    first, second = widening(), widening(line="m.py:7", region=(("m.py:7", "convert_element_type", 100),))
+    stray = buf(source="m.py:9 (f)")
+    r = classify([precision(first, second)], {"cpu": (stray,)})
+    assert len(r.upcasts) == 2 and all(u.cost("cpu").wide == 0 for u in r.upcasts)
+    assert r.kinds["cpu"] == {UNEXPLAINED: (stray,)}
