@@ -208,8 +208,8 @@ def test_work_left_in_flight_is_not_a_host_leak():
     verdict, and the growth each judged host series is given, stay under 5 MB an iteration.
     Asserted as the rule reads them (decisions.leak.Series.growth: a lower median, no more than the
     mean), not delta by delta: on a loaded runner one iteration's host other rose by 91 MB and
-    stayed there for the rest, and host RSS, shown only, moves with freed memory malloc keeps. That a reading waits for the program to end is
-    pinned by test_a_program_left_running_is_waited_for."""
+    stayed there for the rest, and host RSS, shown only, moves with freed memory malloc keeps.
+    That a reading waits for the program to end is pinned by test_a_program_left_running_is_waited_for."""
     slow = jax.jit(
         lambda bigs, x: jax.lax.fori_loop(0, 60, lambda i, a: jnp.tanh(a @ a), x)[0, 0] + sum(b[-1] for b in bigs)
     )

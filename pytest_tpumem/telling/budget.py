@@ -116,7 +116,7 @@ def precision_lines(
     if precision is None or not precision.run or peak is None:
         return lines
     temps = max((p.temps for p in peak.programs), default=0)
-    own = compilers_own_line(precision, precision.run, temps)
+    own = compilers_own_line(precision, temps)
     return lines + ([own] if own else [])
 
 

@@ -57,11 +57,13 @@ def upcast_line(u: Upcast) -> str:
     return f"{what(u)}: {costs}" if costs else what(u)
 
 
-def compilers_own_line(report: PrecisionReport, where: str, temps: int) -> str:
-    """Where a compiler made float32 temporaries for operations the program keeps narrow: up to how
-    much of ``where``'s figure they are (no more than ``temps``, the most temporary memory a program
-    of the test needs: XLA may reuse one temporary's memory for another), and what that means (on
-    the CPU backend, a figure over the chip's); "" where that is under defaults.UPCAST_MIN."""
+def compilers_own_line(report: PrecisionReport, temps: int) -> str:
+    """Where the run's compiler made float32 temporaries for operations the program keeps narrow:
+    up to how much of the figure on ``report.run`` they are (no more than ``temps``, the most
+    temporary memory a program of the test needs: XLA may reuse one temporary's memory for
+    another), and what that means (on the CPU backend, a figure over the chip's); "" where that is
+    under defaults.UPCAST_MIN."""
+    where = report.run
     own = [b for b in report.of_kind(where, COMPILERS_OWN) if b.kind == "temporary"]
     total = min(sum(b.size for b in own), temps)
     if total < defaults.UPCAST_MIN:

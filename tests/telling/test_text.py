@@ -512,6 +512,6 @@ def test_the_compilers_own_float32_is_called_a_cpu_overstatement_on_the_cpu_back
     temp = Buffer(40 * MB, "f32[10000000]", "temporary", "convert.1", "jit(f)/dot_general", "t.py:3 (f)")
     for where in ("cpu", "gpu"):
         report = PrecisionReport((), {where: {COMPILERS_OWN: (temp,)}}, run=where)
-        line = compilers_own_line(report, where, temps=100 * MB)
+        line = compilers_own_line(report, temps=100 * MB)
         assert line.startswith(f"  up to 40.0MB of the figure on {where} is float32 temporaries its compiler made")
         assert ("XLA's CPU backend computes bf16" in line) == (where == "cpu"), line
